@@ -1,0 +1,1 @@
+// placeholder while the layer is written

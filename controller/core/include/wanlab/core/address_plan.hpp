@@ -1,0 +1,35 @@
+#pragma once
+// The lab's IPv4 address plan inside 198.18.0.0/15 (RFC 2544 benchmarking space).
+//   DC k (0-based, k < 64): LAN 198.18.4k.0/22; gateway .1; node i at base + 2 + i.
+//   Router <-> gateway of DC k: 198.19.0.4k/30; router .4k+1, gateway .4k+2.
+// Every lab lives in its own namespaces, so two labs reuse the same addresses safely.
+#include <cstdint>
+#include <string>
+
+namespace wanlab::core {
+
+struct Ipv4 {
+  std::uint32_t value = 0;  // host byte order
+  std::string to_string() const;
+  auto operator<=>(const Ipv4&) const = default;
+};
+
+struct Ipv4Prefix {
+  Ipv4 address;
+  int length = 32;
+  std::string to_string() const;  // "198.18.4.0/22"
+  bool contains(Ipv4 a) const;
+  auto operator<=>(const Ipv4Prefix&) const = default;
+};
+
+inline constexpr int kMaxDcs = 64;
+inline constexpr int kMaxNodesPerDc = 1021;  // a /22 less network, gateway and broadcast
+
+Ipv4Prefix dc_subnet(int dc);
+Ipv4 dc_gateway(int dc);
+Ipv4 node_address(int dc, int node);
+Ipv4Prefix transit_router_side(int dc);   // router's address with the /30 length
+Ipv4Prefix transit_gateway_side(int dc);  // gateway's address with the /30 length
+Ipv4Prefix lab_supernet();                // 198.18.0.0/15
+
+}  // namespace wanlab::core

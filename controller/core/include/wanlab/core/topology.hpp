@@ -1,0 +1,91 @@
+#pragma once
+// The topology model: what a lab is made of. Parsed and validated from JSON
+// (topologies/README.md documents the format); pure, no I/O beyond reading the file.
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "wanlab/common/units.hpp"
+#include "wanlab/core/diagnostics.hpp"
+
+namespace wanlab::core {
+
+// Limits that follow from kernel names (IFNAMSIZ = 16 with the NUL) and the address plan.
+inline constexpr std::size_t kMaxLabName = 24;  // [a-z0-9][a-z0-9-]*, also a path and netns prefix
+inline constexpr std::size_t kMaxDcName = 8;    // [a-z][a-z0-9]*; "<dc>-<node>" and "<dc>-<node>-p" name interfaces
+
+/// Intra-DC network. A zero rate means unshaped (the veth's native speed).
+struct Lan {
+  Rate rate{};
+  Duration delay{};
+  int mtu = 1500;
+  auto operator<=>(const Lan&) const = default;
+};
+
+struct Dc {
+  std::string name;      // e.g. "use"
+  std::string region;    // free text, e.g. "aws:us-east-1" (optional)
+  int nodes = 1;
+  int gpus_per_node = 8;
+  std::string gpu = "H100";  // one of known_gpu_kinds()
+};
+
+/// Parameters of one directed WAN link. Everything a `link set` can change.
+struct LinkParams {
+  Duration delay{};   // one-way
+  Duration jitter{};
+  Probability loss{};
+  Rate rate{};
+  std::optional<QueueLimit> queue;  // none: sized from the bandwidth-delay product
+  auto operator<=>(const LinkParams&) const = default;
+};
+
+/// One directed WAN link src -> dst (indices into Topology::dcs).
+struct WanLink {
+  std::size_t src = 0;
+  std::size_t dst = 0;
+  LinkParams params;
+  std::optional<std::filesystem::path> trace;  // resolved against the topology file's folder
+  std::string json_path;                       // where it was declared, e.g. "/wan/3"
+};
+
+struct Topology {
+  std::string name;         // lab name
+  std::string source_file;  // as given, for messages
+  Lan lan;
+  std::vector<Dc> dcs;
+  std::vector<WanLink> links;  // directed; a `between` entry yields two
+
+  std::optional<std::size_t> dc_index(std::string_view dc_name) const;
+  const WanLink* find_link(std::size_t src, std::size_t dst) const;
+  WanLink* find_link(std::size_t src, std::size_t dst);
+  std::size_t node_count() const;
+};
+
+/// GPU kinds the lab knows ("A100", "H100", "H200").
+const std::vector<std::string>& known_gpu_kinds();
+
+/// "<dc>-<index>", e.g. "use-0".
+std::string node_name(const Dc& dc, int index);
+
+/// Reads, parses and validates a topology file. Throws ConfigError listing every problem
+/// (unreadable file, bad JSON with line/column, and all validation errors at once).
+Topology load_topology(const std::filesystem::path& file);
+
+/// Parses and validates an already-read document. `file` names it in diagnostics; relative
+/// trace paths resolve against `base_dir`.
+Topology parse_topology(const nlohmann::json& doc, const std::string& file,
+                        const std::filesystem::path& base_dir);
+
+/// Canonical JSON (directed links, canonical unit strings); parse_topology accepts it back.
+nlohmann::json to_json(const Topology& topo);
+
+/// The default queue limit for a link in packets: 1.5 x bandwidth x RTT in MTU-sized
+/// packets, RTT being this link's delay plus its reverse link's, plus jitter; at least 64.
+std::uint64_t default_queue_packets(const Topology& topo, const WanLink& link);
+
+}  // namespace wanlab::core

@@ -1,0 +1,48 @@
+#include "wanlab/core/address_plan.hpp"
+
+#include <fmt/format.h>
+#include <stdexcept>
+
+namespace wanlab::core {
+namespace {
+constexpr std::uint32_t ip(int a, int b, int c, int d) {
+  return (static_cast<std::uint32_t>(a) << 24) | (static_cast<std::uint32_t>(b) << 16) |
+         (static_cast<std::uint32_t>(c) << 8) | static_cast<std::uint32_t>(d);
+}
+void check_dc(int dc) {
+  if (dc < 0 || dc >= kMaxDcs) throw std::out_of_range(fmt::format("DC index {} outside the address plan (< {})", dc, kMaxDcs));
+}
+}  // namespace
+
+std::string Ipv4::to_string() const {
+  return fmt::format("{}.{}.{}.{}", value >> 24, (value >> 16) & 0xff, (value >> 8) & 0xff, value & 0xff);
+}
+
+std::string Ipv4Prefix::to_string() const { return fmt::format("{}/{}", address.to_string(), length); }
+
+bool Ipv4Prefix::contains(Ipv4 a) const {
+  const std::uint32_t mask = length == 0 ? 0 : ~std::uint32_t{0} << (32 - length);
+  return (a.value & mask) == (address.value & mask);
+}
+
+Ipv4Prefix dc_subnet(int dc) {
+  check_dc(dc);
+  return {Ipv4{ip(198, 18, 4 * dc, 0)}, 22};
+}
+Ipv4 dc_gateway(int dc) { return Ipv4{dc_subnet(dc).address.value + 1}; }
+Ipv4 node_address(int dc, int node) {
+  if (node < 0 || node >= kMaxNodesPerDc)
+    throw std::out_of_range(fmt::format("node index {} outside the address plan (< {})", node, kMaxNodesPerDc));
+  return Ipv4{dc_subnet(dc).address.value + 2 + static_cast<std::uint32_t>(node)};
+}
+Ipv4Prefix transit_router_side(int dc) {
+  check_dc(dc);
+  return {Ipv4{ip(198, 19, 0, 4 * dc + 1)}, 30};
+}
+Ipv4Prefix transit_gateway_side(int dc) {
+  check_dc(dc);
+  return {Ipv4{ip(198, 19, 0, 4 * dc + 2)}, 30};
+}
+Ipv4Prefix lab_supernet() { return {Ipv4{ip(198, 18, 0, 0)}, 15}; }
+
+}  // namespace wanlab::core

@@ -1,0 +1,209 @@
+#pragma once
+// The kernel, reached through libnl-route. This layer is the only code that includes
+// libnl headers. Every handle is RAII; destructors never throw. Kernel failures throw
+// netlink::Error naming the operation, the object and the errno; expected outcomes
+// (already exists, not found on delete) are return values.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include "wanlab/common/units.hpp"
+
+struct nl_sock;
+struct nl_msg;
+
+namespace wanlab::netlink {
+
+class Error : public std::runtime_error {
+ public:
+  // what(): "<operation> <object>: <strerror>", e.g. "add htb class 1:3 on to-euw in demo.router: Invalid argument"
+  Error(std::string operation, std::string object, int err /* positive errno */);
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+/// A move-only file descriptor, always close-on-exec.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd();
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+/// A named network namespace, visible to `ip netns` (a bind mount at /run/netns/NAME,
+/// made exactly as iproute2 does, /run/netns being a shared mount point).
+class Netns {
+ public:
+  /// Creates it. Returns nullopt if a namespace of that name already exists.
+  static std::optional<Netns> create(const std::string& name);
+  /// Opens an existing one; nullopt if absent.
+  static std::optional<Netns> open(const std::string& name);
+  /// The namespace of the calling thread.
+  static Netns current();
+  /// Unmounts and unlinks /run/netns/NAME. Returns false if it did not exist. The kernel
+  /// frees the namespace (and every interface, qdisc and route in it) once no process
+  /// and no fd refers to it.
+  static bool remove(const std::string& name);
+  /// Names under /run/netns.
+  static std::vector<std::string> list();
+
+  const std::string& name() const { return name_; }
+  int fd() const { return fd_.get(); }
+  ino_t inode() const;  // identifies the namespace (as /proc/PID/ns/net does)
+
+ private:
+  Netns(std::string name, Fd fd) : name_(std::move(name)), fd_(std::move(fd)) {}
+  std::string name_;
+  Fd fd_;
+};
+
+/// Enters a namespace on the calling thread; returns to the previous one on destruction.
+class ScopedNetns {
+ public:
+  explicit ScopedNetns(const Netns& target);
+  ~ScopedNetns();
+  ScopedNetns(const ScopedNetns&) = delete;
+  ScopedNetns& operator=(const ScopedNetns&) = delete;
+
+ private:
+  Fd previous_;
+};
+
+/// Writes a sysctl (e.g. "net/ipv4/ip_forward") inside a namespace.
+void write_sysctl(const Netns& ns, const std::string& key, const std::string& value);
+
+struct HtbClassParams {
+  Rate rate;
+  Rate ceil;
+  Bytes burst;   // bytes, rate bucket
+  Bytes cburst;  // bytes, ceil bucket
+  std::uint32_t quantum = 0;  // bytes
+};
+
+struct NetemParams {
+  Duration delay{};
+  Duration jitter{};
+  Probability loss{};
+  std::uint32_t limit = 1000;  // packets
+  // When jitter > 0 the message also carries a netem rate far above the link rate, which
+  // makes netem keep packets in order (each leaves no earlier than the one before it).
+  Rate order_rate{};  // 0: none
+};
+
+struct TcStats {
+  std::uint64_t packets = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t drops = 0;
+  std::uint64_t overlimits = 0;
+  std::uint64_t qlen = 0;     // packets queued now
+  std::uint64_t backlog = 0;  // bytes queued now
+};
+
+/// tc handles as major:minor, e.g. Handle{1, 3} is "1:3".
+struct Handle {
+  std::uint16_t major = 0;
+  std::uint16_t minor = 0;
+  std::uint32_t raw() const { return (std::uint32_t{major} << 16) | minor; }
+  std::string to_string() const;
+  static Handle root();  // TC_H_ROOT
+};
+
+/// A netlink message built but not sent (for inspection in tests).
+class Message {
+ public:
+  explicit Message(nl_msg* m) : msg_(m) {}
+  ~Message();
+  Message(Message&& o) noexcept : msg_(std::exchange(o.msg_, nullptr)) {}
+  Message(const Message&) = delete;
+  Message& operator=(const Message&) = delete;
+  nl_msg* get() const { return msg_; }
+  std::uint16_t type() const;   // nlmsghdr.nlmsg_type (e.g. RTM_NEWTCLASS)
+  std::uint16_t flags() const;  // nlmsghdr.nlmsg_flags
+  std::vector<std::uint8_t> bytes() const;
+
+ private:
+  nl_msg* msg_ = nullptr;
+};
+
+// Message builders (pure: no socket, no kernel). `ifindex` is the target interface.
+// `replace` = false builds a create (NLM_F_CREATE|NLM_F_EXCL); true an in-place change.
+Message build_htb_qdisc(int ifindex, Handle handle, std::uint32_t default_minor);
+Message build_htb_class(int ifindex, Handle parent, Handle classid, const HtbClassParams& p, bool replace);
+Message build_netem_qdisc(int ifindex, Handle parent, Handle handle, const NetemParams& p, bool replace);
+Message build_pfifo_qdisc(int ifindex, Handle parent, Handle handle, std::uint32_t limit_packets, bool replace);
+Message build_u32_src_filter(int ifindex, Handle parent, std::uint16_t prio, std::uint32_t src_addr /*host order*/,
+                             int prefix_len, Handle flowid);
+
+/// A NETLINK_ROUTE socket bound to the namespace it was opened in (the calling thread's,
+/// or the given one). All operations act inside that namespace. Not thread-safe; one per
+/// thread.
+class Socket {
+ public:
+  static Socket open();                  // in the calling thread's namespace
+  static Socket open_in(const Netns& ns);
+  Socket(Socket&&) noexcept;
+  Socket& operator=(Socket&&) noexcept;
+  ~Socket();
+
+  /// Name of the namespace for error messages ("" = the caller's).
+  const std::string& ns_name() const { return ns_name_; }
+
+  // Links. Interface names are at most 15 characters.
+  /// ifindex, or nullopt if absent.
+  std::optional<int> ifindex(const std::string& ifname);
+  /// Creates a veth pair: `name` here, `peer` moved into `peer_ns` at creation.
+  void add_veth(const std::string& name, const std::string& peer, const Netns& peer_ns, int mtu);
+  void add_bridge(const std::string& name, int mtu);
+  void set_master(const std::string& ifname, const std::string& master);
+  void set_up(const std::string& ifname);
+  void set_alias(const std::string& ifname, const std::string& alias);
+  /// Returns false if the address already exists.
+  bool add_address(const std::string& ifname, std::uint32_t addr, int prefix_len);
+  /// Adds a route to dst/len via gateway (0: directly on ifname). False if it exists.
+  bool add_route(std::uint32_t dst, int prefix_len, std::uint32_t gateway, const std::string& ifname);
+  /// Names of all interfaces in this namespace.
+  std::vector<std::string> link_names();
+
+  // Traffic control.
+  void add_htb_qdisc(const std::string& ifname, Handle handle, std::uint32_t default_minor);
+  void add_htb_class(const std::string& ifname, Handle parent, Handle classid, const HtbClassParams& p);
+  void change_htb_class(const std::string& ifname, Handle parent, Handle classid, const HtbClassParams& p);
+  void add_netem(const std::string& ifname, Handle parent, Handle handle, const NetemParams& p);
+  void change_netem(const std::string& ifname, Handle parent, Handle handle, const NetemParams& p);
+  void add_pfifo(const std::string& ifname, Handle parent, Handle handle, std::uint32_t limit);
+  void change_pfifo(const std::string& ifname, Handle parent, Handle handle, std::uint32_t limit);
+  void add_u32_src_filter(const std::string& ifname, Handle parent, std::uint16_t prio, std::uint32_t src_addr,
+                          int prefix_len, Handle flowid);
+  /// Counters of a qdisc / class by handle; nullopt if absent.
+  std::optional<TcStats> qdisc_stats(const std::string& ifname, Handle handle);
+  std::optional<TcStats> class_stats(const std::string& ifname, Handle classid);
+
+ private:
+  Socket(nl_sock* s, std::string ns_name);
+  void send(Message msg, const std::string& what, const std::string& object);
+  nl_sock* sock_ = nullptr;
+  std::string ns_name_;
+};
+
+/// True if this kernel can create a netem qdisc (tried on a veth inside a throwaway
+/// namespace; the result is cached for the process).
+bool netem_available();
+
+}  // namespace wanlab::netlink

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything wanlab needs on a fresh Debian 12 machine. Idempotent: packages
+# already present are skipped, so a second run does nothing and returns quickly.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake pkg-config ninja-build
+  libnl-3-dev libnl-route-3-dev
+  libboost-dev libboost-system-dev
+  nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev catch2 libbenchmark-dev
+  # the real tools the lab and its tests use
+  iproute2 iperf3 iputils-ping tcpdump
+  # the comparison benchmark (Mininet with Linux bridges)
+  mininet bridge-utils
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+  sudo=sudo
+else
+  sudo=
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
