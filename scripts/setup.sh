@@ -10,7 +10,7 @@ packages=(
   libboost-dev libboost-system-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev catch2 libbenchmark-dev
   # the real tools the lab and its tests use
-  iproute2 iperf3 iputils-ping tcpdump
+  iproute2 iperf3 iputils-ping tcpdump jq
   # the comparison benchmark (Mininet with Linux bridges)
   mininet bridge-utils
 )

@@ -172,7 +172,14 @@ std::string to_string(Duration d) {
 
 std::string to_string(Bytes b) { return fmt::format("{}B", b.value); }
 
-std::string to_string(Probability p) { return decimal(p.ppb / 1e7) + "%"; }
+std::string to_string(Probability p) {
+  // Percent = ppb / 1e7: all 7 decimals are kept, so small losses ("0.0001%") survive a
+  // round trip through parse_percent.
+  auto s = fmt::format("{}.{:07}", p.ppb / 10'000'000, p.ppb % 10'000'000);
+  while (s.back() == '0') s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  return s + "%";
+}
 
 std::string to_string(QueueLimit q) {
   return q.unit == QueueLimit::Unit::packets ? fmt::format("{}p", q.value) : fmt::format("{}B", q.value);

@@ -1,1 +1,84 @@
-int main() { return 0; }
+// wanlab: builds, shapes, inspects and tears down multi-DC labs.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+  using namespace wanlab::cli;
+  CLI::App app{"wanlab: a testbed for geo-distributed LLM training.\n"
+               "Builds a lab of datacenters joined by an emulated WAN inside network namespaces."};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.set_version_flag("--version", "wanlab 0.1.0");
+
+  UpArgs up;
+  auto* up_cmd = app.add_subcommand("up", "Bring a lab up from a topology file; returns when it is ready, leaving a "
+                                          "controller daemon that owns it");
+  up_cmd->add_option("file", up.file, "Topology file (JSON, see topologies/README.md)")->required();
+  up_cmd->add_option("--backend", up.backend,
+                     "WAN shaping backend: auto picks kernel (HTB + netem); kernel forces it")
+      ->check(CLI::IsMember({"auto", "kernel"}));
+  up_cmd->add_flag("--foreground", up.foreground, "Run the controller in this process (for containers)");
+
+  std::optional<std::string> down_lab;
+  auto* down_cmd = app.add_subcommand("down", "Remove a lab and everything it created (also after its controller died)");
+  down_cmd->add_option("lab", down_lab, "Lab name (default: the only lab up)");
+
+  std::optional<std::string> status_lab;
+  bool status_json = false;
+  auto* status_cmd = app.add_subcommand("status", "Show labs: DCs, nodes, addresses, namespaces, links and live counters");
+  status_cmd->add_option("lab", status_lab, "Lab name (default: every lab up)");
+  status_cmd->add_flag("--json", status_json, "Machine-readable output");
+
+  std::optional<std::string> exec_lab;
+  std::string exec_node;
+  std::vector<std::string> exec_argv;
+  auto* exec_cmd = app.add_subcommand("exec", "Run a command inside a node's network namespace");
+  exec_cmd->add_option("--lab", exec_lab, "Lab name (default: the lab that has NODE)");
+  exec_cmd->add_option("node", exec_node, "Node name, e.g. use-0")->required();
+  exec_cmd->add_option("cmd", exec_argv, "Command and arguments (after --)")->required();
+  exec_cmd->positionals_at_end();
+
+  auto* link_cmd = app.add_subcommand("link", "Inspect or change WAN links");
+  link_cmd->require_subcommand(1);
+  LinkSetArgs ls;
+  auto* set_cmd = link_cmd->add_subcommand("set", "Change a directed link in place (netlink change; queues are kept)");
+  set_cmd->add_option("src", ls.src, "Source DC")->required();
+  set_cmd->add_option("dst", ls.dst, "Destination DC")->required();
+  set_cmd->add_option("--lab", ls.lab, "Lab name (default: the only lab up)");
+  set_cmd->add_option("--delay", ls.delay, "One-way delay, e.g. 34ms");
+  set_cmd->add_option("--jitter", ls.jitter, "Jitter, e.g. 1ms (never reorders)");
+  set_cmd->add_option("--loss", ls.loss, "Loss, e.g. 0.1%");
+  set_cmd->add_option("--rate", ls.rate, "Rate, e.g. 100Mbit or 4.35Gbit");
+  set_cmd->add_option("--queue", ls.queue, "Queue limit, packets (1000p) or bytes (4MB)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e [%l] %v");
+
+  try {
+    if (*up_cmd) return cmd_up(up);
+    if (*down_cmd) return cmd_down(down_lab);
+    if (*status_cmd) return cmd_status(status_lab, status_json);
+    if (*exec_cmd) {
+      if (!exec_argv.empty() && exec_argv.front() == "--") exec_argv.erase(exec_argv.begin());
+      if (exec_argv.empty()) {
+        fmt::print(stderr, "wanlab: exec: no command given (wanlab exec NODE -- CMD...)\n");
+        return 2;
+      }
+      return cmd_exec(exec_lab, exec_node, exec_argv);
+    }
+    if (*set_cmd) return cmd_link_set(ls);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wanlab: {}\n", e.what());
+    return 1;
+  }
+  return 2;
+}

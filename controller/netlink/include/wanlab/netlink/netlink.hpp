@@ -9,8 +9,8 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wanlab/common/units.hpp"
@@ -22,8 +22,9 @@ namespace wanlab::netlink {
 
 class Error : public std::runtime_error {
  public:
-  // what(): "<operation> <object>: <strerror>", e.g. "add htb class 1:3 on to-euw in demo.router: Invalid argument"
-  Error(std::string operation, std::string object, int err /* positive errno */);
+  // what(): "<operation> <object>: <strerror>", e.g. "add htb class 1:3 on to-euw in demo.router: Invalid argument",
+  // followed by " (<detail>)" when there is one (the kernel's extended-ack text, or libnl's).
+  Error(std::string operation, std::string object, int err /* positive errno */, std::string detail = {});
   int code() const { return code_; }
 
  private:
@@ -91,10 +92,10 @@ void write_sysctl(const Netns& ns, const std::string& key, const std::string& va
 
 struct HtbClassParams {
   Rate rate;
-  Rate ceil;
-  Bytes burst;   // bytes, rate bucket
-  Bytes cburst;  // bytes, ceil bucket
-  std::uint32_t quantum = 0;  // bytes
+  Rate ceil;                  // 0: same as rate (no borrowing)
+  Bytes burst;                // bytes, rate bucket (0: libnl's default, rate/HZ + MTU)
+  Bytes cburst;               // bytes, ceil bucket (0: likewise at ceil)
+  std::uint32_t quantum = 0;  // bytes (0: the kernel derives it from the rate and r2q)
 };
 
 struct NetemParams {
@@ -131,6 +132,7 @@ class Message {
   explicit Message(nl_msg* m) : msg_(m) {}
   ~Message();
   Message(Message&& o) noexcept : msg_(std::exchange(o.msg_, nullptr)) {}
+  Message& operator=(Message&& o) noexcept;
   Message(const Message&) = delete;
   Message& operator=(const Message&) = delete;
   nl_msg* get() const { return msg_; }
@@ -156,7 +158,7 @@ Message build_u32_src_filter(int ifindex, Handle parent, std::uint16_t prio, std
 /// thread.
 class Socket {
  public:
-  static Socket open();                  // in the calling thread's namespace
+  static Socket open();  // in the calling thread's namespace
   static Socket open_in(const Netns& ns);
   Socket(Socket&&) noexcept;
   Socket& operator=(Socket&&) noexcept;

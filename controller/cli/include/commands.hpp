@@ -1,0 +1,30 @@
+#pragma once
+// The `wanlab` subcommands. Each returns the process exit status: 0 done, 1 failed,
+// 2 bad input (file, flag).
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace wanlab::cli {
+
+struct UpArgs {
+  std::string file;
+  std::string backend = "auto";
+  bool foreground = false;
+};
+int cmd_up(const UpArgs& a);
+int cmd_down(const std::optional<std::string>& lab);
+int cmd_status(const std::optional<std::string>& lab, bool json);
+int cmd_exec(const std::optional<std::string>& lab, const std::string& node, const std::vector<std::string>& argv);
+
+struct LinkSetArgs {
+  std::optional<std::string> lab;
+  std::string src, dst;
+  std::optional<std::string> delay, jitter, loss, rate, queue;
+};
+int cmd_link_set(const LinkSetArgs& a);
+
+/// One clear line and false when the process lacks CAP_NET_ADMIN or CAP_SYS_ADMIN.
+bool check_privileges(const char* what);
+
+}  // namespace wanlab::cli

@@ -1,0 +1,25 @@
+#pragma once
+// Finding a lab (and a node in it) from what the user typed.
+#include <optional>
+#include <string>
+
+#include "wanlab/core/topology.hpp"
+#include "wanlab/lab/state.hpp"
+
+namespace wanlab::cli {
+
+bool valid_lab_name(const std::string& name);
+
+struct FoundLab {
+  lab::LabState state;
+  core::Topology topology;
+};
+
+/// The lab named, or the only lab up. Throws std::runtime_error with a clear message.
+FoundLab find_lab(const std::optional<std::string>& name);
+/// The lab that has `node` (among `name` if given). Throws with the known nodes listed.
+FoundLab find_lab_with_node(const std::optional<std::string>& name, const std::string& node);
+/// The topology recorded in a lab's state.
+core::Topology topology_of(const lab::LabState& state);
+
+}  // namespace wanlab::cli

@@ -1,0 +1,188 @@
+// status, exec and link set: commands on a running lab.
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "lab_lookup.hpp"
+#include "wanlab/api/lab_controller.hpp"
+#include "wanlab/api/server.hpp"
+#include "wanlab/lab/naming.hpp"
+#include "wanlab/netlink/netlink.hpp"
+#include "wanlab/shaping/kernel_shaper.hpp"
+
+namespace wanlab::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string human_bytes(std::uint64_t b) {
+  if (b >= 10'000'000'000ULL) return fmt::format("{:.1f}GB", b / 1e9);
+  if (b >= 10'000'000ULL) return fmt::format("{:.1f}MB", b / 1e6);
+  if (b >= 10'000ULL) return fmt::format("{:.1f}kB", b / 1e3);
+  return fmt::format("{}B", b);
+}
+
+// The status of one lab: from its controller when it runs, else from its state and the
+// kernel directly.
+nlohmann::json lab_status_json(const std::string& name) {
+  if (lab::controller_alive(name)) {
+    auto r = api::call(lab::socket_path(name), "GET", "/v1/status", {}, 10s);
+    if (r.status == 200) return r.body;
+    throw std::runtime_error(fmt::format("controller of lab {}: {}", name, r.body.dump()));
+  }
+  auto found = find_lab(name);
+  std::unique_ptr<shaping::LinkShaper> shaper;
+  if (auto router = netlink::Netns::open(lab::ns_router(name)))
+    shaper = std::make_unique<shaping::KernelShaper>(netlink::Socket::open_in(*router), found.state.netem);
+  return api::lab_status(found.topology, found.state, shaper.get(), false);
+}
+
+void print_status(const nlohmann::json& s) {
+  const auto& c = s["controller"];
+  fmt::print("lab {}  topology {}  backend {}  controller {}\n", s["lab"].get<std::string>(),
+             s["topology_file"].get<std::string>(), s["backend"].get<std::string>(),
+             c["running"].get<bool>()
+                 ? fmt::format("pid {} since {}", c["pid"].get<int>(), c["started_at"].get<std::string>())
+                 : fmt::format("NOT RUNNING (pid {} is gone): `wanlab down {}` cleans up", c["pid"].get<int>(),
+                               s["lab"].get<std::string>()));
+  if (!s["delay_applied"].get<bool>())
+    fmt::print("  delay, jitter and loss are not applied (no netem on this kernel); rates and queue limits are\n");
+  fmt::print("  router namespace {}\n\n", s["router"]["namespace"].get<std::string>());
+  fmt::print("  {:<6} {:<16} {:>5} {:>10} {:<16} {:<14} {}\n", "DC", "region", "nodes", "GPUs", "subnet", "gateway",
+             "nodes (namespace <lab>.<node>)");
+  for (const auto& dc : s["dcs"]) {
+    std::vector<std::string> nodes;
+    for (const auto& n : dc["nodes"])
+      nodes.push_back(fmt::format("{}={}", n["name"].get<std::string>(), n["address"].get<std::string>()));
+    if (nodes.size() > 4) {
+      auto more = nodes.size() - 3;
+      nodes.resize(3);
+      nodes.push_back(fmt::format("... {} more", more));
+    }
+    fmt::print("  {:<6} {:<16} {:>5} {:>10} {:<16} {:<14} {}\n", dc["name"].get<std::string>(),
+               dc["region"].get<std::string>(), dc["nodes"].size(),
+               fmt::format("{}x{}", dc["gpus_per_node"].get<int>(), dc["gpu"].get<std::string>()),
+               dc["subnet"].get<std::string>(), dc["gateway"]["address"].get<std::string>(), fmt::join(nodes, " "));
+  }
+  fmt::print("\n  {:<14} {:>9} {:>8} {:>7} {:>10} {:>7} {:>10} {:>9} {:>8} {:>8}\n", "link", "delay", "jitter", "loss",
+             "rate", "limit", "sent", "packets", "drops", "queued");
+  for (const auto& l : s["links"]) {
+    std::string sent = "-", packets = "-", drops = "-", queued = "-";
+    if (l.contains("counters")) {
+      const auto& k = l["counters"];
+      sent = human_bytes(k["bytes"].get<std::uint64_t>());
+      packets = std::to_string(k["packets"].get<std::uint64_t>());
+      drops = std::to_string(k["drops"].get<std::uint64_t>());
+      queued = fmt::format("{}p", k["queued_packets"].get<std::uint64_t>());
+    }
+    fmt::print("  {:<14} {:>9} {:>8} {:>7} {:>10} {:>7} {:>10} {:>9} {:>8} {:>8}\n",
+               fmt::format("{}->{}", l["src"].get<std::string>(), l["dst"].get<std::string>()),
+               l["delay"].get<std::string>(), l["jitter"].get<std::string>(), l["loss"].get<std::string>(),
+               l["rate"].get<std::string>(), fmt::format("{}p", l["queue_limit_packets"].get<std::uint32_t>()), sent,
+               packets, drops, queued);
+  }
+}
+
+}  // namespace
+
+int cmd_status(const std::optional<std::string>& lab_arg, bool json) {
+  std::vector<std::string> labs = lab_arg ? std::vector<std::string>{*lab_arg} : lab::list_labs();
+  if (lab_arg && !valid_lab_name(*lab_arg)) {
+    fmt::print(stderr, "wanlab: '{}' is not a lab name\n", *lab_arg);
+    return 2;
+  }
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& name : labs) {
+    if (!lab::read_state(name)) {
+      if (lab_arg) {
+        fmt::print(stderr, "wanlab: lab {} is not up\n", name);
+        return 1;
+      }
+      continue;
+    }
+    all.push_back(lab_status_json(name));
+  }
+  if (json) {
+    fmt::print("{}\n", (lab_arg ? (all.empty() ? nlohmann::json{} : all[0]) : nlohmann::json{{"labs", all}}).dump(2));
+    return 0;
+  }
+  if (all.empty()) fmt::print("no lab is up\n");
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (i) fmt::print("\n");
+    print_status(all[i]);
+  }
+  return 0;
+}
+
+int cmd_exec(const std::optional<std::string>& lab_arg, const std::string& node, const std::vector<std::string>& argv) {
+  if (!check_privileges("exec")) return 1;
+  const auto found = find_lab_with_node(lab_arg, node);
+  const auto ns_name = lab::ns_node(found.state.lab, node);
+  auto ns = netlink::Netns::open(ns_name);
+  if (!ns) {
+    fmt::print(stderr, "wanlab: namespace {} of node {} is missing; the lab is broken: `wanlab down {}`\n", ns_name,
+               node, found.state.lab);
+    return 1;
+  }
+  if (::setns(ns->fd(), CLONE_NEWNET) != 0) throw std::runtime_error(fmt::format("setns {}: {}", ns_name, std::strerror(errno)));
+  // As `ip netns exec` does: a private mount namespace with /sys showing this network
+  // namespace's interfaces. Best effort: the network namespace is what matters.
+  if (::unshare(CLONE_NEWNS) == 0 && ::mount("", "/", "none", MS_SLAVE | MS_REC, nullptr) == 0) {
+    ::umount2("/sys", MNT_DETACH);
+    ::mount(ns_name.c_str(), "/sys", "sysfs", 0, nullptr);
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execvp(args[0], args.data());
+  fmt::print(stderr, "wanlab: cannot run {}: {}\n", argv.front(), std::strerror(errno));
+  return 127;
+}
+
+int cmd_link_set(const LinkSetArgs& a) {
+  nlohmann::json body = nlohmann::json::object();
+  // Checked here too so a bad flag is named as the flag the user typed.
+  auto check = [&](const char* flag, const char* key, const std::optional<std::string>& v, auto parse) {
+    if (!v) return true;
+    auto p = parse(*v);
+    if (!p) {
+      fmt::print(stderr, "wanlab: --{}: {}\n", flag, p.error);
+      return false;
+    }
+    body[key] = *v;
+    return true;
+  };
+  if (!check("delay", "delay", a.delay, &parse_duration) || !check("jitter", "jitter", a.jitter, &parse_duration) ||
+      !check("loss", "loss", a.loss, &parse_percent) || !check("rate", "rate", a.rate, &parse_rate) ||
+      !check("queue", "queue", a.queue, &parse_queue_limit))
+    return 2;
+  if (body.empty()) {
+    fmt::print(stderr, "wanlab: link set: nothing to change; give --delay, --jitter, --loss, --rate or --queue\n");
+    return 2;
+  }
+  const auto found = find_lab(a.lab);
+  if (!lab::controller_alive(found.state.lab)) {
+    fmt::print(stderr, "wanlab: the controller of lab {} is not running; `wanlab down {}` then `up` again\n",
+               found.state.lab, found.state.lab);
+    return 1;
+  }
+  auto r = api::call(lab::socket_path(found.state.lab), "POST", fmt::format("/v1/links/{}/{}", a.src, a.dst),
+                     body.dump(), 10s);
+  if (r.status != 200) {
+    const auto& e = r.body["error"];
+    fmt::print(stderr, "wanlab: link set {}->{}: {}\n", a.src, a.dst, e.value("message", r.body.dump()));
+    return e.value("code", "") == "internal" || e.value("code", "") == "kernel" ? 1 : 2;
+  }
+  const auto& l = r.body;
+  fmt::print("link {}->{}: delay {} jitter {} loss {} rate {} queue {} ({} packets)\n", l["src"].get<std::string>(),
+             l["dst"].get<std::string>(), l["delay"].get<std::string>(), l["jitter"].get<std::string>(),
+             l["loss"].get<std::string>(), l["rate"].get<std::string>(), l["queue"].get<std::string>(),
+             l["queue_limit_packets"].get<std::uint32_t>());
+  return 0;
+}
+
+}  // namespace wanlab::cli

@@ -1,0 +1,283 @@
+// up and down: the life cycle of a lab and its controller daemon.
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <chrono>
+#include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+#include "commands.hpp"
+#include "lab_lookup.hpp"
+#include "wanlab/api/lab_controller.hpp"
+#include "wanlab/api/server.hpp"
+#include "wanlab/core/topology.hpp"
+#include "wanlab/lab/state.hpp"
+#include "wanlab/lab/teardown.hpp"
+#include "wanlab/netlink/netlink.hpp"
+
+namespace wanlab::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool has_cap(int cap) {
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &hdr, data) != 0) return false;
+  return (data[cap / 32].effective & (1u << (cap % 32))) != 0;
+}
+
+void write_all(int fd, const std::string& s) {
+  const char* p = s.data();
+  std::size_t left = s.size();
+  while (left > 0) {
+    auto n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+std::string read_all(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+// The controller: builds the lab, serves the API until a shutdown request or a signal,
+// then tears the lab down. Reports "ready {json}" or "error <text>" on `ready_fd`.
+int run_controller(const core::Topology& topo, const api::UpOptions& options, int ready_fd) {
+  const auto& name = topo.name;
+  boost::asio::io_context ioc;
+  boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  std::unique_ptr<api::Server> server;
+  std::unique_ptr<api::LabController> ctl;
+  auto report = [&](const std::string& line) {
+    if (ready_fd >= 0) {
+      write_all(ready_fd, line);
+      ::close(ready_fd);
+      ready_fd = -1;
+    }
+  };
+  try {
+    ctl = std::make_unique<api::LabController>(topo, options, [&] {
+      // Runs inside the shutdown request: once its answer is written nothing is left to
+      // do and ioc.run() returns.
+      server->close();
+      signals.cancel();
+    });
+    server = std::make_unique<api::Server>(ioc, lab::socket_path(name), *ctl);
+  } catch (const std::exception& e) {
+    spdlog::error("lab {} could not be built: {}", name, e.what());
+    if (ctl) ctl->teardown();
+    lab::remove_lab_dir(name);
+    report(fmt::format("error {}", e.what()));
+    return 1;
+  }
+  const nlohmann::json ready = {{"pid", ::getpid()},
+                                {"operations", ctl->operation_count()},
+                                {"bring_up_ms", std::chrono::duration<double, std::milli>(ctl->bring_up_time()).count()}};
+  spdlog::info("lab {} is up: {} kernel operations in {:.1f} ms", name, ctl->operation_count(),
+               ready["bring_up_ms"].get<double>());
+  report("ready " + ready.dump());
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {}: tearing lab {} down", sig, name);
+    server->close();
+  });
+  ioc.run();
+  const auto removed = ctl->teardown();
+  lab::remove_lab_dir(name);
+  spdlog::info("lab {} removed ({} namespaces)", name, removed.removed.size());
+  return 0;
+}
+
+void remove_leftovers(const std::string& name) {
+  const auto state = lab::read_state(name);
+  const auto planned = state ? state->namespaces : std::vector<std::string>{};
+  if (!state && lab::lab_namespaces(name, planned).empty()) return;
+  const auto r = lab::teardown(name, planned);
+  fmt::print("lab {}: removed leftovers of a controller that is gone{}: {} namespaces{}\n", name,
+             state ? fmt::format(" (pid {})", state->controller_pid) : "", r.removed.size(),
+             r.killed_processes ? fmt::format(", {} processes killed", r.killed_processes) : "");
+  std::error_code ec;
+  std::filesystem::remove(lab::lab_dir(name) / "state.json", ec);
+  std::filesystem::remove(lab::socket_path(name), ec);
+}
+
+}  // namespace
+
+bool check_privileges(const char* what) {
+  if (has_cap(CAP_NET_ADMIN) && has_cap(CAP_SYS_ADMIN)) return true;
+  fmt::print(stderr,
+             "wanlab: {} needs CAP_NET_ADMIN and CAP_SYS_ADMIN to create network namespaces and links; "
+             "run it as root (e.g. with sudo)\n",
+             what);
+  return false;
+}
+
+int cmd_up(const UpArgs& a) {
+  core::Topology topo;
+  try {
+    topo = core::load_topology(a.file);
+  } catch (const core::ConfigError& e) {
+    fmt::print(stderr, "wanlab: {}\n", e.what());
+    return 2;
+  }
+  if (!check_privileges("up")) return 1;
+  const auto& name = topo.name;
+
+  auto lock = lab::LabLock::try_acquire(name);
+  if (!lock) {
+    const auto state = lab::read_state(name);
+    fmt::print("lab {} is already up (controller pid {}, topology {}); nothing done\n", name,
+               state ? state->controller_pid : 0, state ? state->topology_file : "?");
+    return 0;
+  }
+  remove_leftovers(name);
+
+  api::UpOptions options;
+  options.backend = a.backend;
+  options.netem = netlink::netem_available();
+  if (!options.netem)
+    fmt::print("note: this kernel has no netem qdisc: WAN rates and queue limits are applied (HTB), but delay, "
+               "jitter and loss are not; they need the userspace backend, which is not available yet\n");
+
+  for (const auto& l : topo.links)
+    if (l.trace)
+      fmt::print("note: link {}->{} names trace {}: trace replay is not available yet; the link keeps the "
+                 "topology's fixed parameters\n",
+                 topo.dcs[l.src].name, topo.dcs[l.dst].name, l.trace->string());
+
+  if (a.foreground) {
+    spdlog::info("controller for lab {} running in the foreground (pid {})", name, ::getpid());
+    return run_controller(topo, options, -1);
+  }
+
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
+  // Single-threaded here (netem_available joins its probe), so fork is safe.
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::setsid();
+    int devnull = ::open("/dev/null", O_RDWR);
+    std::filesystem::create_directories(lab::lab_dir(name));
+    int logfd = ::open(lab::log_path(name).c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(devnull, 0);
+    ::dup2(logfd >= 0 ? logfd : devnull, 1);
+    ::dup2(logfd >= 0 ? logfd : devnull, 2);
+    ::signal(SIGHUP, SIG_IGN);
+    int rc = 1;
+    try {
+      rc = run_controller(topo, options, fds[1]);
+    } catch (const std::exception& e) {
+      spdlog::critical("controller failed: {}", e.what());
+    }
+    std::fflush(nullptr);
+    ::_exit(rc);
+  }
+  ::close(fds[1]);
+  const auto answer = read_all(fds[0]);
+  ::close(fds[0]);
+  if (answer.starts_with("ready ")) {
+    const auto j = nlohmann::json::parse(answer.substr(6));
+    std::size_t nodes = topo.node_count();
+    fmt::print("lab {} is up: {} DCs, {} nodes, {} directed WAN links; {} kernel operations in {:.0f} ms\n", name,
+               topo.dcs.size(), nodes, topo.links.size(), j["operations"].get<std::size_t>(),
+               j["bring_up_ms"].get<double>());
+    fmt::print("controller pid {}, API {}, log {}\n", j["pid"].get<int>(), lab::socket_path(name).string(),
+               lab::log_path(name).string());
+    return 0;
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (answer.starts_with("error "))
+    fmt::print(stderr, "wanlab: lab {} could not be built (nothing of it is left): {}\n", name, answer.substr(6));
+  else
+    fmt::print(stderr, "wanlab: the controller of lab {} died during bring-up; see {}; run `wanlab down {}`\n", name,
+               lab::log_path(name).string(), name);
+  return 1;
+}
+
+int cmd_down(const std::optional<std::string>& lab_arg) {
+  if (!check_privileges("down")) return 1;
+  std::string name;
+  if (lab_arg) {
+    name = *lab_arg;
+  } else {
+    auto labs = lab::list_labs();
+    if (labs.empty()) {
+      fmt::print("no lab is up; nothing to remove\n");
+      return 0;
+    }
+    if (labs.size() > 1) {
+      fmt::print(stderr, "wanlab: several labs are up ({}); name one: wanlab down LAB\n", fmt::join(labs, ", "));
+      return 2;
+    }
+    name = labs.front();
+  }
+  if (!valid_lab_name(name)) {
+    fmt::print(stderr, "wanlab: '{}' is not a lab name\n", name);
+    return 2;
+  }
+
+  std::size_t removed = 0;
+  int killed = 0;
+  bool controller_answered = false;
+  if (lab::controller_alive(name)) {
+    try {
+      auto r = api::call(lab::socket_path(name), "POST", "/v1/shutdown", "{}", 60s);
+      if (r.status == 200) {
+        controller_answered = true;
+        removed += r.body.value("removed_namespaces", std::size_t{0});
+        killed += r.body.value("killed_processes", 0);
+      }
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "wanlab: controller of lab {} did not answer ({}); killing it\n", name, e.what());
+    }
+    // The controller exits once it has answered; wait for its lock.
+    for (int i = 0; i < 200 && lab::controller_alive(name); ++i) std::this_thread::sleep_for(25ms);
+    if (lab::controller_alive(name)) {
+      if (auto st = lab::read_state(name); st && st->controller_pid > 0) ::kill(st->controller_pid, SIGKILL);
+      for (int i = 0; i < 200 && lab::controller_alive(name); ++i) std::this_thread::sleep_for(25ms);
+    }
+  }
+  auto lock = lab::LabLock::try_acquire(name);
+  if (!lock) {
+    fmt::print(stderr, "wanlab: lab {} is still held by another process; try again\n", name);
+    return 1;
+  }
+  const auto state = lab::read_state(name);
+  const auto r = lab::teardown(name, state ? state->namespaces : std::vector<std::string>{});
+  removed += r.removed.size();
+  killed += r.killed_processes;
+  lab::remove_lab_dir(name);
+  if (removed == 0 && !state && !controller_answered) {
+    fmt::print("lab {} is not up; nothing to remove\n", name);
+    return 0;
+  }
+  fmt::print("lab {} is down: removed {} namespaces{}{}\n", name, removed,
+             killed ? fmt::format(", killed {} processes", killed) : "",
+             controller_answered ? "" : " (its controller was gone; cleaned up from its state)");
+  return 0;
+}
+
+}  // namespace wanlab::cli

@@ -1,0 +1,54 @@
+#include "lab_lookup.hpp"
+
+#include <fmt/format.h>
+
+#include <regex>
+#include <stdexcept>
+
+namespace wanlab::cli {
+
+bool valid_lab_name(const std::string& name) {
+  static const std::regex re("[a-z0-9][a-z0-9-]*");
+  return name.size() <= core::kMaxLabName && std::regex_match(name, re);
+}
+
+core::Topology topology_of(const lab::LabState& state) {
+  return core::parse_topology(state.topology, (lab::lab_dir(state.lab) / "state.json").string(), "/");
+}
+
+FoundLab find_lab(const std::optional<std::string>& name) {
+  std::string lab_name;
+  if (name) {
+    lab_name = *name;
+  } else {
+    const auto labs = lab::list_labs();
+    if (labs.empty()) throw std::runtime_error("no lab is up (start one with `wanlab up TOPOLOGY`)");
+    if (labs.size() > 1)
+      throw std::runtime_error(fmt::format("several labs are up ({}); name one with --lab", fmt::join(labs, ", ")));
+    lab_name = labs.front();
+  }
+  if (!valid_lab_name(lab_name)) throw std::runtime_error(fmt::format("'{}' is not a lab name", lab_name));
+  auto state = lab::read_state(lab_name);
+  if (!state) throw std::runtime_error(fmt::format("lab {} is not up", lab_name));
+  auto topo = topology_of(*state);
+  return {std::move(*state), std::move(topo)};
+}
+
+FoundLab find_lab_with_node(const std::optional<std::string>& name, const std::string& node) {
+  std::vector<std::string> candidates = name ? std::vector<std::string>{*name} : lab::list_labs();
+  if (candidates.empty()) throw std::runtime_error("no lab is up (start one with `wanlab up TOPOLOGY`)");
+  std::vector<std::string> known;
+  for (const auto& c : candidates) {
+    auto found = find_lab(c);
+    for (const auto& dc : found.topology.dcs)
+      for (int i = 0; i < dc.nodes; ++i) {
+        const auto n = core::node_name(dc, i);
+        if (n == node) return found;
+        if (known.size() < 12) known.push_back(n);
+      }
+  }
+  throw std::runtime_error(fmt::format("no node '{}' in {}; nodes are named <dc>-<index>, e.g. {}", node,
+                                       name ? "lab " + *name : "any lab that is up", fmt::join(known, ", ")));
+}
+
+}  // namespace wanlab::cli

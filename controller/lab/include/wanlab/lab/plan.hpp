@@ -1,0 +1,48 @@
+#pragma once
+// Plan, then apply: a pure function turns a topology into the ordered list of kernel
+// operations that builds its lab (testable as data, golden files in tests/unit/golden).
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "wanlab/core/address_plan.hpp"
+#include "wanlab/core/topology.hpp"
+#include "wanlab/netlink/netlink.hpp"
+
+namespace wanlab::lab {
+
+struct CreateNetns { std::string ns; };
+struct SetSysctl { std::string ns, key, value; };
+struct CreateVeth { std::string ns, name, peer_ns, peer; int mtu; };
+struct CreateBridge { std::string ns, name; int mtu; };
+struct SetMaster { std::string ns, ifname, master; };
+struct SetUp { std::string ns, ifname; };
+struct SetAlias { std::string ns, ifname, alias; };
+struct AddAddress { std::string ns, ifname; core::Ipv4Prefix prefix; };
+struct AddRoute { std::string ns; core::Ipv4Prefix dst; core::Ipv4 via; std::string ifname; };
+struct AddHtbQdisc { std::string ns, ifname; netlink::Handle handle; std::uint32_t default_minor; };
+struct AddHtbClass { std::string ns, ifname; netlink::Handle parent, classid; netlink::HtbClassParams params; };
+struct AddNetem { std::string ns, ifname; netlink::Handle parent, handle; netlink::NetemParams params; };
+struct AddPfifo { std::string ns, ifname; netlink::Handle parent, handle; std::uint32_t limit; };
+struct AddSrcFilter { std::string ns, ifname; netlink::Handle parent; std::uint16_t prio; core::Ipv4Prefix src; netlink::Handle flowid; };
+
+using Op = std::variant<CreateNetns, SetSysctl, CreateVeth, CreateBridge, SetMaster, SetUp, SetAlias, AddAddress,
+                        AddRoute, AddHtbQdisc, AddHtbClass, AddNetem, AddPfifo, AddSrcFilter>;
+
+/// One line per operation, e.g. "veth demo.gw-use:use-0-p <-> demo.use-0:use-0 mtu 1500".
+std::string to_string(const Op& op);
+/// The namespace an operation acts in.
+const std::string& op_namespace(const Op& op);
+
+struct PlanOptions {
+  bool netem = true;  // false: WAN and LAN leaves are pfifo, delay/jitter/loss not applied
+};
+
+struct Plan {
+  std::vector<std::string> namespaces;  // every namespace the lab owns, router first
+  std::vector<Op> ops;                  // in order
+};
+
+Plan plan_lab(const core::Topology& topo, const PlanOptions& options);
+
+}  // namespace wanlab::lab

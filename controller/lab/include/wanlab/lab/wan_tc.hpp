@@ -1,0 +1,32 @@
+#pragma once
+// How one directed WAN link a->b maps onto traffic control on the router's egress toward
+// b: an HTB class (rate = ceil, explicit burst and quantum) classified by a's source
+// subnet, with a netem leaf (delay, jitter, loss, limit) — or, where the kernel has no
+// netem, a pfifo leaf with the same limit. The plan (creation) and the kernel shaper
+// (in-place changes) both derive their parameters here.
+#include <cstdint>
+
+#include "wanlab/core/topology.hpp"
+#include "wanlab/netlink/netlink.hpp"
+
+namespace wanlab::lab {
+
+inline constexpr netlink::Handle kWanRootQdisc{1, 0};
+
+struct WanLinkTc {
+  netlink::Handle classid;  // 1:<src+1>
+  netlink::Handle leaf;     // <0x10+src>:0
+  netlink::HtbClassParams htb;
+  netlink::NetemParams netem;
+  std::uint32_t limit_packets = 0;
+};
+
+WanLinkTc wan_link_tc(const core::Topology& topo, const core::WanLink& link);
+
+/// HTB bucket size for a rate: 1 ms worth of bytes, at least 4 full frames, so the
+/// average rate holds under timer slack without letting long bursts through.
+Bytes htb_burst(Rate rate, int mtu);
+/// HTB quantum: a thousandth of the rate in bytes/s, within [one frame, 200000] as HTB expects.
+std::uint32_t htb_quantum(Rate rate, int mtu);
+
+}  // namespace wanlab::lab

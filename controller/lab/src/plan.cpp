@@ -1,0 +1,192 @@
+#include "wanlab/lab/plan.hpp"
+
+#include <fmt/format.h>
+
+#include "wanlab/lab/naming.hpp"
+#include "wanlab/lab/wan_tc.hpp"
+
+namespace wanlab::lab {
+namespace {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
+std::string htb_text(const netlink::HtbClassParams& p) {
+  return fmt::format("rate {} ceil {} burst {} cburst {} quantum {}", wanlab::to_string(p.rate),
+                     wanlab::to_string(p.ceil), p.burst.value, p.cburst.value, p.quantum);
+}
+
+std::string netem_text(const netlink::NetemParams& p) {
+  auto s = fmt::format("delay {} jitter {} loss {} limit {}", wanlab::to_string(p.delay), wanlab::to_string(p.jitter),
+                       wanlab::to_string(p.loss), p.limit);
+  if (p.order_rate.bps) s += fmt::format(" order-rate {}", wanlab::to_string(p.order_rate));
+  return s;
+}
+
+// A shaped egress: HTB root, one class, and a netem leaf (or pfifo where there is no
+// netem, which keeps the rate and the queue limit).
+void plan_leaf(std::vector<Op>& ops, const std::string& ns, const std::string& ifname, netlink::Handle cls,
+               netlink::Handle leaf, const netlink::NetemParams& netem, bool have_netem) {
+  if (have_netem)
+    ops.push_back(AddNetem{ns, ifname, cls, leaf, netem});
+  else
+    ops.push_back(AddPfifo{ns, ifname, cls, leaf, netem.limit});
+}
+
+// Each DC's LAN: gateway namespace with a bridge, the uplink veth to the router, and one
+// namespace per node on the bridge.
+void plan_dc(const core::Topology& topo, std::size_t k, const PlanOptions& options, Plan& plan) {
+  const auto& dc = topo.dcs[k];
+  const auto& lab = topo.name;
+  const int ik = static_cast<int>(k);
+  const int mtu = topo.lan.mtu;
+  const auto router = ns_router(lab);
+  const auto gw = ns_gateway(lab, dc.name);
+  auto& ops = plan.ops;
+
+  ops.push_back(CreateNetns{gw});
+  plan.namespaces.push_back(gw);
+  ops.push_back(SetSysctl{gw, "net/ipv6/conf/all/disable_ipv6", "1"});
+  ops.push_back(SetSysctl{gw, "net/ipv6/conf/default/disable_ipv6", "1"});
+  ops.push_back(SetSysctl{gw, "net/ipv4/ip_forward", "1"});
+  ops.push_back(SetUp{gw, "lo"});
+  ops.push_back(CreateVeth{router, if_router_to(dc.name), gw, if_gateway_wan(dc.name), mtu});
+  ops.push_back(SetAlias{router, if_router_to(dc.name), fmt::format("wanlab {} router->{}", lab, dc.name)});
+  ops.push_back(SetAlias{gw, if_gateway_wan(dc.name), fmt::format("wanlab {} {}->router", lab, dc.name)});
+  ops.push_back(AddAddress{router, if_router_to(dc.name), core::transit_router_side(ik)});
+  ops.push_back(AddAddress{gw, if_gateway_wan(dc.name), core::transit_gateway_side(ik)});
+  ops.push_back(SetUp{router, if_router_to(dc.name)});
+  ops.push_back(SetUp{gw, if_gateway_wan(dc.name)});
+  ops.push_back(CreateBridge{gw, if_gateway_bridge(dc.name), mtu});
+  ops.push_back(SetAlias{gw, if_gateway_bridge(dc.name), fmt::format("wanlab {} {} LAN", lab, dc.name)});
+  ops.push_back(AddAddress{gw, if_gateway_bridge(dc.name), {core::dc_gateway(ik), 22}});
+  ops.push_back(SetUp{gw, if_gateway_bridge(dc.name)});
+  ops.push_back(AddRoute{router, core::dc_subnet(ik), core::transit_gateway_side(ik).address, if_router_to(dc.name)});
+  // The gateway routes only toward DCs this DC has a WAN link to: other pairs stay unreachable.
+  for (const auto& l : topo.links) {
+    if (l.src != k) continue;
+    ops.push_back(AddRoute{gw, core::dc_subnet(static_cast<int>(l.dst)), core::transit_router_side(ik).address,
+                           if_gateway_wan(dc.name)});
+  }
+
+  const bool shape_lan = topo.lan.rate.bps > 0 || topo.lan.delay.count() > 0;
+  // An unshaped rate under a LAN delay: far above what veths carry.
+  const Rate lan_rate = topo.lan.rate.bps > 0 ? topo.lan.rate : Rate{100'000'000'000ULL};
+  const netlink::HtbClassParams lan_htb{lan_rate, lan_rate, htb_burst(lan_rate, mtu), htb_burst(lan_rate, mtu),
+                                        htb_quantum(lan_rate, mtu)};
+  netlink::NetemParams lan_netem;
+  lan_netem.delay = topo.lan.delay;
+  lan_netem.limit = 10000;
+
+  for (int i = 0; i < dc.nodes; ++i) {
+    const auto node_ns = ns_node(lab, core::node_name(dc, i));
+    const auto port = if_gateway_port(dc.name, i);
+    const auto nif = if_node(dc.name, i);
+    ops.push_back(CreateNetns{node_ns});
+    plan.namespaces.push_back(node_ns);
+    ops.push_back(SetSysctl{node_ns, "net/ipv6/conf/all/disable_ipv6", "1"});
+    ops.push_back(SetSysctl{node_ns, "net/ipv6/conf/default/disable_ipv6", "1"});
+    ops.push_back(CreateVeth{gw, port, node_ns, nif, mtu});
+    ops.push_back(SetMaster{gw, port, if_gateway_bridge(dc.name)});
+    ops.push_back(SetUp{gw, port});
+    ops.push_back(SetUp{node_ns, "lo"});
+    ops.push_back(AddAddress{node_ns, nif, {core::node_address(ik, i), 22}});
+    ops.push_back(SetUp{node_ns, nif});
+    ops.push_back(AddRoute{node_ns, {core::Ipv4{0}, 0}, core::dc_gateway(ik), nif});
+    if (!shape_lan) continue;
+    // Both directions of the node's link: node egress, and the bridge port's egress
+    // toward the node.
+    const netlink::Handle root{1, 0}, cls{1, 1}, leaf{0x10, 0};
+    for (const auto& [ns, ifname] : {std::pair{node_ns, nif}, std::pair{gw, port}}) {
+      ops.push_back(AddHtbQdisc{ns, ifname, root, 1});
+      ops.push_back(AddHtbClass{ns, ifname, root, cls, lan_htb});
+      plan_leaf(ops, ns, ifname, cls, leaf, lan_netem, options.netem);
+    }
+  }
+}
+
+// WAN links: on the router's egress toward each destination DC, one HTB class per
+// source DC, classified by source subnet.
+void plan_wan(const core::Topology& topo, const PlanOptions& options, Plan& plan) {
+  const auto router = ns_router(topo.name);
+  for (std::size_t dst = 0; dst < topo.dcs.size(); ++dst) {
+    const auto ifname = if_router_to(topo.dcs[dst].name);
+    bool has_links = false;
+    for (const auto& l : topo.links) has_links |= l.dst == dst;
+    if (!has_links) continue;
+    // Unclassified traffic (ARP) passes directly: default class 0 does not exist.
+    plan.ops.push_back(AddHtbQdisc{router, ifname, kWanRootQdisc, 0});
+    for (const auto& l : topo.links) {
+      if (l.dst != dst) continue;
+      const auto tc = wan_link_tc(topo, l);
+      plan.ops.push_back(AddHtbClass{router, ifname, kWanRootQdisc, tc.classid, tc.htb});
+      plan_leaf(plan.ops, router, ifname, tc.classid, tc.leaf, tc.netem, options.netem);
+      plan.ops.push_back(AddSrcFilter{router, ifname, kWanRootQdisc, static_cast<std::uint16_t>(l.src + 1),
+                                      core::dc_subnet(static_cast<int>(l.src)), tc.classid});
+    }
+  }
+}
+
+}  // namespace
+
+std::string to_string(const Op& op) {
+  return std::visit(
+      Overloaded{
+          [](const CreateNetns& o) { return fmt::format("netns {}", o.ns); },
+          [](const SetSysctl& o) { return fmt::format("sysctl {}: {}={}", o.ns, o.key, o.value); },
+          [](const CreateVeth& o) {
+            return fmt::format("veth {}:{} <-> {}:{} mtu {}", o.ns, o.name, o.peer_ns, o.peer, o.mtu);
+          },
+          [](const CreateBridge& o) { return fmt::format("bridge {}:{} mtu {}", o.ns, o.name, o.mtu); },
+          [](const SetMaster& o) { return fmt::format("master {}:{} -> {}", o.ns, o.ifname, o.master); },
+          [](const SetUp& o) { return fmt::format("up {}:{}", o.ns, o.ifname); },
+          [](const SetAlias& o) { return fmt::format("alias {}:{} \"{}\"", o.ns, o.ifname, o.alias); },
+          [](const AddAddress& o) { return fmt::format("addr {}:{} {}", o.ns, o.ifname, o.prefix.to_string()); },
+          [](const AddRoute& o) {
+            return fmt::format("route {}: {} via {} dev {}", o.ns, o.dst.length == 0 ? "default" : o.dst.to_string(),
+                               o.via.to_string(), o.ifname);
+          },
+          [](const AddHtbQdisc& o) {
+            return fmt::format("qdisc {}:{} {} htb default {}", o.ns, o.ifname, o.handle.to_string(), o.default_minor);
+          },
+          [](const AddHtbClass& o) {
+            return fmt::format("class {}:{} {} parent {} htb {}", o.ns, o.ifname, o.classid.to_string(),
+                               o.parent.to_string(), htb_text(o.params));
+          },
+          [](const AddNetem& o) {
+            return fmt::format("qdisc {}:{} {} parent {} netem {}", o.ns, o.ifname, o.handle.to_string(),
+                               o.parent.to_string(), netem_text(o.params));
+          },
+          [](const AddPfifo& o) {
+            return fmt::format("qdisc {}:{} {} parent {} pfifo limit {}", o.ns, o.ifname, o.handle.to_string(),
+                               o.parent.to_string(), o.limit);
+          },
+          [](const AddSrcFilter& o) {
+            return fmt::format("filter {}:{} parent {} prio {} u32 src {} flowid {}", o.ns, o.ifname,
+                               o.parent.to_string(), o.prio, o.src.to_string(), o.flowid.to_string());
+          },
+      },
+      op);
+}
+
+const std::string& op_namespace(const Op& op) {
+  return std::visit([](const auto& o) -> const std::string& { return o.ns; }, op);
+}
+
+Plan plan_lab(const core::Topology& topo, const PlanOptions& options) {
+  Plan plan;
+  const auto router = ns_router(topo.name);
+  plan.namespaces.push_back(router);
+  plan.ops.push_back(CreateNetns{router});
+  plan.ops.push_back(SetSysctl{router, "net/ipv6/conf/all/disable_ipv6", "1"});
+  plan.ops.push_back(SetSysctl{router, "net/ipv6/conf/default/disable_ipv6", "1"});
+  plan.ops.push_back(SetSysctl{router, "net/ipv4/ip_forward", "1"});
+  plan.ops.push_back(SetUp{router, "lo"});
+  for (std::size_t k = 0; k < topo.dcs.size(); ++k) plan_dc(topo, k, options, plan);
+  plan_wan(topo, options, plan);
+  return plan;
+}
+
+}  // namespace wanlab::lab

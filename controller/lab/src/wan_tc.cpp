@@ -1,0 +1,44 @@
+#include "wanlab/lab/wan_tc.hpp"
+
+#include <algorithm>
+
+namespace wanlab::lab {
+
+Bytes htb_burst(Rate rate, int mtu) {
+  const std::uint64_t frame = static_cast<std::uint64_t>(mtu) + 14;
+  return Bytes{std::max(rate.bytes_per_second() / 1000, 4 * frame)};
+}
+
+std::uint32_t htb_quantum(Rate rate, int mtu) {
+  const std::uint64_t frame = static_cast<std::uint64_t>(mtu) + 14;
+  return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(rate.bytes_per_second() / 1000, frame, 200000));
+}
+
+WanLinkTc wan_link_tc(const core::Topology& topo, const core::WanLink& link) {
+  WanLinkTc tc;
+  const auto src = static_cast<std::uint16_t>(link.src);
+  tc.classid = {kWanRootQdisc.major, static_cast<std::uint16_t>(src + 1)};
+  tc.leaf = {static_cast<std::uint16_t>(0x10 + src), 0};
+  const auto& p = link.params;
+  const int mtu = topo.lan.mtu;
+  tc.htb = {p.rate, p.rate, htb_burst(p.rate, mtu), htb_burst(p.rate, mtu), htb_quantum(p.rate, mtu)};
+
+  if (p.queue && p.queue->unit == QueueLimit::Unit::packets) {
+    tc.limit_packets = static_cast<std::uint32_t>(p.queue->value);
+  } else if (p.queue) {
+    const std::uint64_t frame = static_cast<std::uint64_t>(mtu) + 14;
+    tc.limit_packets = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, p.queue->value / frame));
+  } else {
+    tc.limit_packets = static_cast<std::uint32_t>(core::default_queue_packets(topo, link));
+  }
+  tc.netem.delay = p.delay;
+  tc.netem.jitter = p.jitter;
+  tc.netem.loss = p.loss;
+  tc.netem.limit = tc.limit_packets;
+  // With jitter, a netem rate far above the link rate keeps packets in order at a cost of
+  // 1/100 of a packet time each.
+  tc.netem.order_rate = p.jitter.count() > 0 ? Rate{p.rate.bps * 100} : Rate{};
+  return tc;
+}
+
+}  // namespace wanlab::lab

@@ -1,0 +1,32 @@
+#pragma once
+// How WAN links are shaped at run time: in-place parameter changes and live counters.
+// Backends: kernel (HTB + netem through netlink); userspace arrives with its own issue.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "wanlab/core/topology.hpp"
+
+namespace wanlab::shaping {
+
+struct LinkCounters {
+  std::uint64_t packets = 0;     // sent on the link
+  std::uint64_t bytes = 0;
+  std::uint64_t drops = 0;       // queue overflow and emulated loss
+  std::uint64_t overlimits = 0;  // times the rate held a packet back
+  std::uint64_t queued_packets = 0;
+  std::uint64_t queued_bytes = 0;
+};
+
+class LinkShaper {
+ public:
+  virtual ~LinkShaper() = default;
+  virtual std::string backend() const = 0;
+  /// Whether delay, jitter and loss are applied (rate and queue limit always are).
+  virtual bool applies_delay() const = 0;
+  /// Applies `link.params` (already updated in `topo`) in place: queues are kept.
+  virtual void apply(const core::Topology& topo, const core::WanLink& link) = 0;
+  virtual LinkCounters counters(const core::Topology& topo, const core::WanLink& link) = 0;
+};
+
+}  // namespace wanlab::shaping

@@ -1,1 +1,0 @@
-// placeholder while the layer is written

@@ -1,0 +1,240 @@
+// Whole labs on this kernel: bring-up through the real CLI and controller daemon, ping
+// and iperf3 across DCs, in-place link changes under traffic, teardown that leaves
+// nothing (also after SIGKILL), and the CLI's promises (idempotence, two labs at once).
+#include <catch2/catch.hpp>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "process.hpp"
+#include "wanlab/lab/naming.hpp"
+#include "wanlab/netlink/netlink.hpp"
+
+using namespace wanlab;
+using namespace std::chrono_literals;
+using test::run;
+
+namespace {
+
+std::string write_topology(const std::string& lab, const std::string& rate, int nodes = 1) {
+  const auto path = std::filesystem::temp_directory_path() / (lab + ".json");
+  nlohmann::json doc = {
+      {"name", lab},
+      {"dcs", {{{"name", "use"}, {"nodes", nodes}}, {{"name", "euw"}, {"nodes", nodes}}}},
+      {"wan", {{{"between", {"use", "euw"}}, {"rtt", "20ms"}, {"rate", rate}}}}};
+  std::ofstream(path) << doc.dump(2);
+  return path.string();
+}
+
+std::vector<std::string> namespaces_of(const std::string& lab) {
+  std::vector<std::string> out;
+  for (const auto& n : netlink::Netns::list())
+    if (n.starts_with(lab::ns_prefix(lab))) out.push_back(n);
+  return out;
+}
+
+// Brings a lab up for one test and always takes it down.
+struct LabGuard {
+  std::string lab;
+  explicit LabGuard(std::string name, const std::string& file) : lab(std::move(name)) {
+    run(test::wanlab() + " down " + lab);
+    auto r = run(test::wanlab() + " up " + file);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+  }
+  ~LabGuard() { run(test::wanlab() + " down " + lab); }
+};
+
+std::string exec(const std::string& lab, const std::string& node, const std::string& cmd) {
+  return test::wanlab() + " exec --lab " + lab + " " + node + " -- " + cmd;
+}
+
+// iperf3 client run with JSON output: goodput per interval as the receiver (server) saw
+// it, and in total. Sender-side intervals count bytes written into the socket buffer,
+// not bytes across the link.
+struct Iperf {
+  int code;
+  std::vector<double> interval_bps;
+  double total_bps = 0;
+  std::string error;
+};
+
+Iperf iperf(const std::string& lab, const std::string& from, const std::string& to_addr, int seconds) {
+  auto r = run(exec(lab, from, "iperf3 -J --get-server-output -c " + to_addr + " -t " + std::to_string(seconds)));
+  Iperf out{r.code, {}, 0, {}};
+  try {
+    auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    if (j.contains("error")) out.error = j["error"].get<std::string>();
+    for (const auto& i : j["server_output_json"]["intervals"])
+      out.interval_bps.push_back(i["sum"]["bits_per_second"].get<double>());
+    out.total_bps = j["end"]["sum_received"]["bits_per_second"].get<double>();
+  } catch (const std::exception& e) {
+    out.error = std::string("unparseable iperf3 output: ") + e.what() + ": " + r.out;
+  }
+  return out;
+}
+
+void start_iperf_server(const std::string& lab, const std::string& node) {
+  REQUIRE(run(exec(lab, node, "iperf3 -s -D -1 -J")).code == 0);
+  std::this_thread::sleep_for(300ms);
+}
+
+// Goodput of TCP over a 1500-byte MTU is at most 1448/1514 = 95.6% of the HTB wire rate.
+constexpr double kGoodputShare = 1448.0 / 1514.0;
+
+}  // namespace
+
+TEST_CASE("a two-DC lab: ping across DCs and iperf3 at the HTB rate", "[netns][lab]") {
+  const std::string lab = "wlt-two";
+  LabGuard g(lab, write_topology(lab, "100Mbit"));
+
+  auto st = run(test::wanlab() + " status " + lab + " --json");
+  REQUIRE(st.code == 0);
+  const auto s = nlohmann::json::parse(st.out);
+  CHECK(s["dcs"].size() == 2);
+  CHECK(s["links"].size() == 2);
+  CHECK(s["controller"]["running"] == true);
+  CHECK(s["dcs"][1]["nodes"][0]["address"] == "198.18.4.2");
+  CHECK(namespaces_of(lab).size() == 5);
+
+  auto ping = run(exec(lab, "use-0", "ping -c 3 -i 0.2 -W 2 198.18.4.2"));
+  INFO(ping.out);
+  CHECK(ping.code == 0);
+  CHECK_THAT(ping.out, Catch::Contains("3 received"));
+
+  start_iperf_server(lab, "euw-0");
+  const auto r = iperf(lab, "use-0", "198.18.4.2", 6);
+  INFO(r.error);
+  REQUIRE(r.code == 0);
+  const double expected = 100e6 * kGoodputShare;
+  INFO("goodput " << r.total_bps / 1e6 << " Mbit/s, expected " << expected / 1e6);
+  CHECK(std::abs(r.total_bps - expected) / expected < 0.05);
+
+  // The link's counters saw the traffic.
+  const auto after = nlohmann::json::parse(run(test::wanlab() + " status " + lab + " --json").out);
+  std::uint64_t bytes = 0;
+  for (const auto& l : after["links"])
+    if (l["src"] == "use") bytes = l["counters"]["bytes"].get<std::uint64_t>();
+  CHECK(bytes > 6 * 100e6 / 8 * 0.8);
+}
+
+TEST_CASE("link set changes the rate of a running TCP connection in place", "[netns][lab]") {
+  const std::string lab = "wlt-set";
+  LabGuard g(lab, write_topology(lab, "100Mbit"));
+  start_iperf_server(lab, "euw-0");
+
+  Iperf r{};
+  std::thread client([&] { r = iperf(lab, "use-0", "198.18.4.2", 9); });
+  std::this_thread::sleep_for(4s);
+  auto set = run(test::wanlab() + " link set use euw --lab " + lab + " --rate 30Mbit");
+  client.join();
+  INFO(set.out);
+  CHECK(set.code == 0);
+  INFO(r.error);
+  REQUIRE(r.code == 0);  // the connection survived the change
+  REQUIRE(r.interval_bps.size() >= 9);
+  // Seconds 1-3 at 100 Mbit/s, seconds 6-8 at 30 Mbit/s (one second of margin each side).
+  for (int i : {1, 2}) CHECK(std::abs(r.interval_bps[i] - 100e6 * kGoodputShare) / (100e6 * kGoodputShare) < 0.05);
+  for (int i : {6, 7, 8}) CHECK(std::abs(r.interval_bps[i] - 30e6 * kGoodputShare) / (30e6 * kGoodputShare) < 0.05);
+
+  // status reflects the change; bad values are refused naming the flag.
+  const auto s = nlohmann::json::parse(run(test::wanlab() + " status " + lab + " --json").out);
+  for (const auto& l : s["links"])
+    if (l["src"] == "use") CHECK(l["rate"] == "30Mbit");
+  auto bad = run(test::wanlab() + " link set use euw --lab " + lab + " --rate 30Mbps");
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("--rate"));
+  bad = run(test::wanlab() + " link set use nowhere --lab " + lab + " --rate 30Mbit");
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("nowhere"));
+}
+
+TEST_CASE("down removes every kernel object, also processes left in the lab", "[netns][lab]") {
+  const std::string lab = "wlt-down";
+  {
+    LabGuard g(lab, write_topology(lab, "50Mbit", 2));
+    start_iperf_server(lab, "euw-1");  // a process left running inside the lab
+    CHECK(namespaces_of(lab).size() == 7);
+    auto d = run(test::wanlab() + " down " + lab);
+    INFO(d.out);
+    CHECK(d.code == 0);
+    CHECK_THAT(d.out, Catch::Contains("removed 7 namespaces"));
+    CHECK_THAT(d.out, Catch::Contains("killed 1 processes"));
+    auto again = run(test::wanlab() + " down " + lab);
+    CHECK(again.code == 0);
+    CHECK_THAT(again.out, Catch::Contains("not up"));
+  }
+  CHECK(namespaces_of(lab).empty());
+  CHECK_FALSE(std::filesystem::exists("/run/wanlab/" + lab));
+  // Nothing of the lab ever lived in the host namespace.
+  for (const auto& e : std::filesystem::directory_iterator("/sys/class/net")) {
+    const auto n = e.path().filename().string();
+    CHECK_FALSE((n.starts_with("to-") || n.starts_with("use-") || n.starts_with("euw-")));
+  }
+}
+
+TEST_CASE("up twice and down twice are safe and say what they did", "[netns][lab]") {
+  const std::string lab = "wlt-twice";
+  const auto file = write_topology(lab, "50Mbit");
+  LabGuard g(lab, file);
+  auto again = run(test::wanlab() + " up " + file);
+  CHECK(again.code == 0);
+  CHECK_THAT(again.out, Catch::Contains("already up"));
+  CHECK(namespaces_of(lab).size() == 5);
+}
+
+TEST_CASE("two labs run at once and down removes only its own", "[netns][lab]") {
+  const std::string a = "wlt-a", b = "wlt-a-b";  // b's name starts with a's
+  LabGuard ga(a, write_topology(a, "50Mbit"));
+  {
+    LabGuard gb(b, write_topology(b, "50Mbit"));
+    CHECK(run(exec(a, "use-0", "ping -c 1 -W 2 198.18.4.2")).code == 0);
+    CHECK(run(exec(b, "use-0", "ping -c 1 -W 2 198.18.4.2")).code == 0);
+  }
+  CHECK(namespaces_of(b).empty());
+  CHECK(namespaces_of(a).size() == 5);
+  CHECK(run(exec(a, "use-0", "ping -c 1 -W 2 198.18.4.2")).code == 0);
+}
+
+TEST_CASE("SIGKILL of the controller at any moment, then down, leaves nothing", "[netns][lab]") {
+  const auto file = std::string(WANLAB_SOURCE_DIR) + "/topologies/bringup-96.json";
+  const auto lab = nlohmann::json::parse(std::ifstream(file))["name"].get<std::string>();
+  run(test::wanlab() + " down " + lab);
+  for (int delay_ms : {0, 3, 10, 30, 80, 200, 1000}) {
+    INFO("killed after " << delay_ms << " ms");
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::execl(WANLAB_BINARY, "wanlab", "--log-level", "off", "up", "--foreground", file.c_str(), nullptr);
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    auto d = run(test::wanlab() + " down " + lab);
+    INFO(d.out);
+    CHECK(d.code == 0);
+    CHECK(namespaces_of(lab).empty());
+    CHECK_FALSE(std::filesystem::exists("/run/wanlab/" + lab));
+  }
+}
+
+TEST_CASE("bad input and missing privileges get one clear message", "[netns][lab]") {
+  auto r = run(test::wanlab() + " up /nonexistent/topology.json");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("/nonexistent/topology.json"));
+
+  r = run("setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all " + test::wanlab() + " up " +
+          std::string(WANLAB_SOURCE_DIR) + "/topologies/two-dc.json");
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("CAP_NET_ADMIN"));
+
+  r = run(test::wanlab() + " exec --lab no-such-lab x-0 -- true");
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("not up"));
+}
