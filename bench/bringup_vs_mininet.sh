@@ -5,6 +5,7 @@
 #   bench/bringup_vs_mininet.sh [--runs N] [--topology FILE] [--build-dir DIR] [--out DIR] [--reconfig N]
 #
 # --out keeps the two JSON result files (default: a temporary folder, printed at the end).
+# MININET_PYTHON overrides the interpreter (default /usr/bin/python3).
 # --reconfig N also times N Mininet in-place bw changes (intf.config), for comparison with
 # bench/link_change. If Debian's python3 cannot import mininet, runs the wanlab side alone.
 set -euo pipefail
@@ -37,14 +38,17 @@ if [[ ! -x $bringup ]]; then
   exit 1
 fi
 # Debian's interpreter: the mininet package is installed for it, not for a pyenv python on PATH.
-py=/usr/bin/python3
+py=${MININET_PYTHON:-/usr/bin/python3}
 [[ -x $py ]] || py=python3
 if [[ -z $out ]]; then out=$(mktemp -d /tmp/wanlab-bringup.XXXXXX); fi
 mkdir -p "$out"
+# The benchmarks print their progress on stderr and their JSON on stdout (to $out): keep the
+# progress in order with this script's own output.
+exec 2>&1
 
 echo "== $(date -u +%Y-%m-%dT%H:%M:%SZ), kernel $(uname -r), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== wanlab ($bringup)"
-"$bringup" --runs "$runs" --topology "$topology" --json --profile 2>&1 >"$out/wanlab.json"
+"$bringup" --runs "$runs" --topology "$topology" --json --profile >"$out/wanlab.json"
 
 have_mininet=1
 if ! "$py" -c 'import mininet.net' 2>/dev/null; then
@@ -53,7 +57,7 @@ if ! "$py" -c 'import mininet.net' 2>/dev/null; then
 else
   echo "== Mininet"
   "$py" bench/mininet_bringup.py --runs "$runs" --topology "$topology" --json --reconfig "$reconfig" \
-    2>&1 >"$out/mininet.json"
+    >"$out/mininet.json"
 fi
 
 echo
@@ -85,7 +89,7 @@ else:
 if "freed_after_teardown_ms" in w["median"]:
     freed = w["median"]["freed_after_teardown_ms"]
     print(f"  wanlab: the kernel finished removing the namespaces' interfaces a median {freed:.0f} ms after "
-          f"teardown() returned (Mininet's stop() deletes its interfaces before returning)")
+          f"teardown() returned" + (" (Mininet's stop() deletes its interfaces before returning)" if m else ""))
     if m:
         print(f"  teardown ratio counting that wait: {m['median']['teardown_ms'] / (w['median']['teardown_ms'] + freed):.1f}x")
 print(f"  wanlab: {w['namespaces']} namespaces, {w['operations']} netlink operations, netem "

@@ -331,6 +331,11 @@ int main(int argc, char** argv) {
     guard.ctl.reset();
     lab::remove_lab_dir(topo.name);
 
+    if (g_stop) {
+      out << "interrupted (the lab was torn down)\n";
+      return 130;
+    }
+
     const auto a = summarize(set_link_us), b = summarize(shaper_us), c = summarize(tc_netns_us),
                e = summarize(tc_direct_us), w = summarize(state_us);
     out << fmt::format("\n  {:<34} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "path (us per change)", "n", "p50", "p90",

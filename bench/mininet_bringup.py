@@ -34,6 +34,7 @@ import json
 import math
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -143,9 +144,13 @@ def cleanup_own(spec, log):
             f"{' '.join(map(str, pids[:10]))}{' ...' if len(pids) > 10 else ''}); not killing them")
 
 
-def build_net(spec):
-    net = Mininet(topo=None, controller=None, switch=LinuxBridge, link=Link, build=False,
-                  waitConnected=False)
+def new_net():
+    return Mininet(topo=None, controller=None, switch=LinuxBridge, link=Link, build=False,
+                   waitConnected=False)
+
+
+def populate(net, spec):
+    """Adds the switches, hosts and links (Mininet starts each host's shell here)."""
     switches = {}
     for k, (dc, nodes) in enumerate(spec.dcs):
         switches[dc] = net.addSwitch(f"{SWITCH_PREFIX}{k + 1}", stp=True)
@@ -158,14 +163,14 @@ def build_net(spec):
         p2 = {"bw": bw_ba} if bw_ba else {}
         wan.append(net.addLink(switches[a], switches[b], cls1=WideTCIntf, cls2=WideTCIntf,
                                params1=p1, params2=p2))
-    return net, wan
+    return wan
 
 
 def stop_quietly(net, log):
     try:
         net.stop()
     except Exception as exc:  # noqa: BLE001 - best effort on an error path
-        log(f"  net.stop() failed: {exc}")
+        log(f"  net.stop() failed: {exc!r}")
 
 
 def one_run(spec):
@@ -174,7 +179,8 @@ def one_run(spec):
     stopped = False
     try:
         t0 = time.perf_counter()
-        net, _ = build_net(spec)
+        net = new_net()  # assigned first: an interrupted populate() still gets stopped
+        populate(net, spec)
         net.build()
         t1 = time.perf_counter()
         net.start()
@@ -225,7 +231,8 @@ def reconfig(spec, count, log):
     a, b, bw_ab, _ = spec.pairs[0]
     net = None
     try:
-        net, wan = build_net(spec)
+        net = new_net()
+        wan = populate(net, spec)
         net.build()
         net.start()
         intf = wan[0].intf1
@@ -258,6 +265,14 @@ def main():
     args = ap.parse_args()
 
     out = sys.stderr if args.json else sys.stdout
+
+    # Ctrl-C and SIGTERM unwind through the `finally` blocks, so net.stop() always runs
+    # (SIGINT is ignored by default in background jobs; Python's SIGTERM default skips them).
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
 
     def log(msg):
         print(msg, file=out, flush=True)
@@ -304,4 +319,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("mininet_bringup: interrupted (the network was stopped)", file=sys.stderr)
+        sys.exit(130)

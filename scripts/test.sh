@@ -11,7 +11,7 @@ ctest --output-on-failure --timeout 1200
 rc=$?
 set -e
 echo
-echo "Tiers (tests/README.md):"
+echo "Tiers (README.md, Tests):"
 echo "  unit   ran (ctest test 'unit')"
 if [[ $(id -u) -eq 0 ]]; then
   echo "  netns  ran as root (ctest test 'netns': namespaces, qdiscs, ping and iperf3 through two-DC labs)"

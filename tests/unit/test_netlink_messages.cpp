@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "wanlab/netlink/internal.hpp"
@@ -21,9 +22,12 @@ namespace {
 
 constexpr int kIfindex = 7;
 
-// A built tc message split into its header, tcmsg and top-level attributes.
+// A built tc message split into its header, tcmsg and top-level attributes. Keeps a
+// temporary message alive (the pointers point into it).
 struct TcMessage {
-  explicit TcMessage(const Message& m) : hdr(nlmsg_hdr(m.get())) {
+  explicit TcMessage(Message&& m) : owned(std::move(m)), hdr(nlmsg_hdr(owned->get())) { parse(); }
+  explicit TcMessage(const Message& m) : hdr(nlmsg_hdr(m.get())) { parse(); }
+  void parse() {
     REQUIRE(nlmsg_parse(hdr, sizeof(tcmsg), tb, TCA_MAX, nullptr) == 0);
     tcm = static_cast<const tcmsg*>(nlmsg_data(hdr));
   }
@@ -36,6 +40,7 @@ struct TcMessage {
     REQUIRE(tb[TCA_OPTIONS] != nullptr);
     REQUIRE(nla_parse_nested(out, max, tb[TCA_OPTIONS], nullptr) == 0);
   }
+  std::optional<Message> owned;
   nlmsghdr* hdr;
   const tcmsg* tcm = nullptr;
   nlattr* tb[TCA_MAX + 1] = {};
@@ -173,7 +178,7 @@ TEST_CASE("htb class: a zero ceil means ceil = rate; a zero rate is refused", "[
 namespace {
 // netem's TCA_OPTIONS: a struct tc_netem_qopt, then netem attributes.
 struct NetemOptions {
-  explicit NetemOptions(const TcMessage& tc) {
+  explicit NetemOptions(TcMessage message) : tc(std::move(message)) {
     const nlattr* options = tc.tb[TCA_OPTIONS];
     REQUIRE(options != nullptr);
     REQUIRE(nla_len(options) >= static_cast<int>(sizeof(tc_netem_qopt)));
@@ -182,6 +187,7 @@ struct NetemOptions {
     auto* attrs = reinterpret_cast<nlattr*>(static_cast<char*>(nla_data(options)) + skip);
     REQUIRE(nla_parse(tb, TCA_NETEM_MAX, attrs, nla_len(options) - skip, nullptr) == 0);
   }
+  TcMessage tc;  // owns what tb points into
   tc_netem_qopt qopt{};
   nlattr* tb[TCA_NETEM_MAX + 1] = {};
 };
@@ -203,7 +209,7 @@ TEST_CASE("netem qdisc: delay and jitter in ns, loss, limit, no rate by default"
   CHECK(tc.tcm->tcm_parent == 0x00010003u);
   CHECK(tc.tcm->tcm_handle == 0x000d0000u);
 
-  const NetemOptions netem(tc);
+  const NetemOptions netem(TcMessage{add});
   REQUIRE(netem.tb[TCA_NETEM_LATENCY64] != nullptr);
   REQUIRE(netem.tb[TCA_NETEM_JITTER64] != nullptr);
   CHECK(nla_get_s64(netem.tb[TCA_NETEM_LATENCY64]) == 34'200'000);

@@ -54,6 +54,7 @@ TEST_CASE("plan of a three-DC lab matches its golden operation list", "[unit][pl
   const auto topo = small_topology();
   check_golden("plan-netem.txt", render(lab::plan_lab(topo, {.netem = true})));
   check_golden("plan-no-netem.txt", render(lab::plan_lab(topo, {.netem = false})));
+  check_golden("plan-userspace.txt", render(lab::plan_lab(topo, {.backend = lab::Backend::userspace})));
   check_golden("plan-lan-shaped.txt",
                render(lab::plan_lab(small_topology(R"({"rate": "10Gbit", "delay": "50us"})"), {.netem = true})));
 }
@@ -116,6 +117,25 @@ TEST_CASE("plan invariants", "[unit][plan]") {
       pfifo += std::holds_alternative<lab::AddPfifo>(op);
     }
     CHECK(pfifo == static_cast<int>(topo.links.size()));
+  }
+
+  SECTION("userspace backend: no WAN qdiscs, the router's kernel does not forward") {
+    const auto p = lab::plan_lab(topo, {.backend = lab::Backend::userspace});
+    for (const auto& op : p.ops) {
+      INFO(lab::to_string(op));
+      CHECK_FALSE((std::holds_alternative<lab::AddHtbQdisc>(op) || std::holds_alternative<lab::AddSrcFilter>(op)));
+      if (auto* sc = std::get_if<lab::SetSysctl>(&op); sc && sc->ns == "t.router" && sc->key == "net/ipv4/ip_forward")
+        CHECK(sc->value == "0");
+    }
+  }
+
+  SECTION("offloads are off on every gateway's router-facing interface, in both backends") {
+    for (auto backend : {lab::Backend::kernel, lab::Backend::userspace}) {
+      std::set<std::string> off;
+      for (const auto& op : lab::plan_lab(topo, {.backend = backend}).ops)
+        if (auto* o = std::get_if<lab::DisableOffloads>(&op)) off.insert(o->ns + ":" + o->ifname);
+      CHECK(off == std::set<std::string>{"t.gw-use:use-wan", "t.gw-euw:euw-wan", "t.gw-apne:apne-wan"});
+    }
   }
 
   SECTION("DCs without a link between them get no route to each other") {

@@ -12,6 +12,7 @@
 #include "wanlab/lab/plan.hpp"
 #include "wanlab/lab/wan_tc.hpp"
 #include "wanlab/shaping/kernel_shaper.hpp"
+#include "wanlab/shaping/userspace_shaper.hpp"
 
 namespace wanlab::api {
 namespace {
@@ -27,16 +28,24 @@ std::string now_iso8601() {
 
 }  // namespace
 
+std::string resolve_backend(const std::string& requested, bool netem) {
+  if (requested == "auto") return netem ? "kernel" : "userspace";
+  if (requested == "kernel" || requested == "userspace") return requested;
+  throw std::invalid_argument(fmt::format("unknown backend '{}': use auto, kernel or userspace", requested));
+}
+
 LabController::LabController(core::Topology topo, const UpOptions& options, std::function<void()> on_shutdown)
     : topo_(std::move(topo)), on_shutdown_(std::move(on_shutdown)) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto plan = lab::plan_lab(topo_, {.netem = options.netem});
+  const auto backend = resolve_backend(options.backend, options.netem);
+  const auto plan = lab::plan_lab(
+      topo_, {.backend = backend == "kernel" ? lab::Backend::kernel : lab::Backend::userspace, .netem = options.netem});
   op_count_ = plan.ops.size();
   state_.lab = topo_.name;
   state_.topology_file = topo_.source_file;
   state_.topology = core::to_json(topo_);
-  state_.backend = "kernel";
-  state_.netem = options.netem;
+  state_.backend = backend;
+  state_.netem = backend == "userspace" || options.netem;
   state_.namespaces = plan.namespaces;
   state_.controller_pid = static_cast<int>(::getpid());
   state_.started_at = now_iso8601();
@@ -46,9 +55,16 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
   kernel_ = std::make_unique<lab::NetlinkKernel>();
   try {
     lab::apply(plan, *kernel_);
-    shaper_ = std::make_unique<shaping::KernelShaper>(netlink::Socket::open_in(kernel_->netns(lab::ns_router(topo_.name))),
-                                                      options.netem);
+    const auto& router = kernel_->netns(lab::ns_router(topo_.name));
+    if (backend == "kernel") {
+      shaper_ = std::make_unique<shaping::KernelShaper>(netlink::Socket::open_in(router), options.netem);
+    } else {
+      std::vector<const netlink::Netns*> gateways;
+      for (const auto& dc : topo_.dcs) gateways.push_back(&kernel_->netns(lab::ns_gateway(topo_.name, dc.name)));
+      shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, gateways, options.seed);
+    }
   } catch (...) {
+    shaper_.reset();
     kernel_->release();
     lab::teardown(topo_.name, state_.namespaces);
     lab::remove_lab_dir(topo_.name);
@@ -62,7 +78,7 @@ LabController::~LabController() = default;
 
 lab::TeardownReport LabController::teardown() {
   if (torn_down_) return {};
-  shaper_.reset();
+  shaper_.reset();  // stops the userspace engine before its interfaces go
   if (kernel_) kernel_->release();
   auto report = lab::teardown(topo_.name, state_.namespaces);
   torn_down_ = true;
@@ -158,13 +174,21 @@ nlohmann::json lab_status(const core::Topology& topo, const lab::LabState& state
   nlohmann::json links = nlohmann::json::array();
   for (const auto& l : topo.links) {
     auto j = link_json(topo, l);
-    j["shaped_on"] = fmt::format("{}:{}", lab::ns_router(topo.name), lab::if_router_to(topo.dcs[l.dst].name));
+    j["shaped_on"] = fmt::format("{}{}:{}", state.backend == "userspace" ? "engine in " : "",
+                                 lab::ns_router(topo.name), lab::if_router_to(topo.dcs[l.dst].name));
     if (shaper) {
       try {
         const auto c = shaper->counters(topo, l);
         j["counters"] = {{"packets", c.packets},       {"bytes", c.bytes},
                          {"drops", c.drops},           {"overlimits", c.overlimits},
                          {"queued_packets", c.queued_packets}, {"queued_bytes", c.queued_bytes}};
+        if (state.backend == "userspace") {
+          j["counters"]["packets_in"] = c.packets_in;
+          j["counters"]["bytes_in"] = c.bytes_in;
+          j["counters"]["dropped_queue"] = c.dropped_queue;
+          j["counters"]["dropped_loss"] = c.dropped_loss;
+          j["counters"]["in_flight_packets"] = c.in_flight_packets;
+        }
       } catch (const std::exception& e) {
         j["counters_error"] = e.what();
       }

@@ -1,6 +1,7 @@
 #pragma once
 // The `wanlab` subcommands. Each returns the process exit status: 0 done, 1 failed,
 // 2 bad input (file, flag).
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@ struct UpArgs {
   std::string file;
   std::string backend = "auto";
   bool foreground = false;
+  std::uint64_t seed = 1;
 };
 int cmd_up(const UpArgs& a);
 int cmd_down(const std::optional<std::string>& lab);

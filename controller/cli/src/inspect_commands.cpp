@@ -51,6 +51,8 @@ void print_status(const nlohmann::json& s) {
                                s["lab"].get<std::string>()));
   if (!s["delay_applied"].get<bool>())
     fmt::print("  delay, jitter and loss are not applied (no netem on this kernel); rates and queue limits are\n");
+  if (s["backend"] == "userspace" && !c["running"].get<bool>())
+    fmt::print("  the userspace engine ran in the controller, which is gone: DCs cannot reach each other\n");
   fmt::print("  router namespace {}\n\n", s["router"]["namespace"].get<std::string>());
   fmt::print("  {:<6} {:<16} {:>5} {:>10} {:<16} {:<14} {}\n", "DC", "region", "nodes", "GPUs", "subnet", "gateway",
              "nodes (namespace <lab>.<node>)");

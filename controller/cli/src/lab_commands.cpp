@@ -154,10 +154,14 @@ int cmd_up(const UpArgs& a) {
 
   api::UpOptions options;
   options.backend = a.backend;
+  options.seed = a.seed;
   options.netem = netlink::netem_available();
-  if (!options.netem)
+  const auto backend = api::resolve_backend(a.backend, options.netem);
+  if (backend == "kernel" && !options.netem)
     fmt::print("note: this kernel has no netem qdisc: WAN rates and queue limits are applied (HTB), but delay, "
-               "jitter and loss are not; they need the userspace backend, which is not available yet\n");
+               "jitter and loss are not; use --backend userspace (or auto) for them\n");
+  if (a.backend == "auto" && backend == "userspace")
+    fmt::print("note: this kernel has no netem qdisc: the WAN runs in the userspace engine\n");
 
   for (const auto& l : topo.links)
     if (l.trace)
@@ -200,8 +204,9 @@ int cmd_up(const UpArgs& a) {
   if (answer.starts_with("ready ")) {
     const auto j = nlohmann::json::parse(answer.substr(6));
     std::size_t nodes = topo.node_count();
-    fmt::print("lab {} is up: {} DCs, {} nodes, {} directed WAN links; {} kernel operations in {:.0f} ms\n", name,
-               topo.dcs.size(), nodes, topo.links.size(), j["operations"].get<std::size_t>(),
+    fmt::print("lab {} is up: {} DCs, {} nodes, {} directed WAN links ({} backend); {} kernel operations in "
+               "{:.0f} ms\n",
+               name, topo.dcs.size(), nodes, topo.links.size(), backend, j["operations"].get<std::size_t>(),
                j["bring_up_ms"].get<double>());
     fmt::print("controller pid {}, API {}, log {}\n", j["pid"].get<int>(), lab::socket_path(name).string(),
                lab::log_path(name).string());

@@ -19,8 +19,10 @@ int main(int argc, char** argv) {
                                           "controller daemon that owns it");
   up_cmd->add_option("file", up.file, "Topology file (JSON, see topologies/README.md)")->required();
   up_cmd->add_option("--backend", up.backend,
-                     "WAN shaping backend: auto picks kernel (HTB + netem); kernel forces it")
-      ->check(CLI::IsMember({"auto", "kernel"}));
+                     "WAN shaping: kernel (HTB + netem through netlink), userspace (an engine in the controller "
+                     "forwards and shapes; any kernel), or auto: kernel where netem exists, else userspace")
+      ->check(CLI::IsMember({"auto", "kernel", "userspace"}));
+  up_cmd->add_option("--seed", up.seed, "Seed of the userspace engine's jitter and loss (same seed, same run)");
   up_cmd->add_flag("--foreground", up.foreground, "Run the controller in this process (for containers)");
 
   std::optional<std::string> down_lab;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <optional>
+
+#include "wanlab/netlink/offloads.hpp"
 #include <stdexcept>
 
 namespace wanlab::lab {
@@ -66,6 +68,8 @@ void NetlinkKernel::execute(const Op& op) {
           socket(o.ns).add_netem(o.ifname, o.parent, o.handle, o.params);
         } else if constexpr (std::is_same_v<T, AddPfifo>) {
           socket(o.ns).add_pfifo(o.ifname, o.parent, o.handle, o.limit);
+        } else if constexpr (std::is_same_v<T, DisableOffloads>) {
+          netlink::disable_offloads(netns(o.ns), o.ifname);
         } else if constexpr (std::is_same_v<T, AddSrcFilter>) {
           socket(o.ns).add_u32_src_filter(o.ifname, o.parent, o.prio, o.src.address.value, o.src.length, o.flowid);
         }

@@ -53,6 +53,8 @@ void plan_dc(const core::Topology& topo, std::size_t k, const PlanOptions& optio
   ops.push_back(SetSysctl{gw, "net/ipv4/ip_forward", "1"});
   ops.push_back(SetUp{gw, "lo"});
   ops.push_back(CreateVeth{router, if_router_to(dc.name), gw, if_gateway_wan(dc.name), mtu});
+  // Segment and checksum before the WAN, so it carries real packets (netlink/offloads.hpp).
+  ops.push_back(DisableOffloads{gw, if_gateway_wan(dc.name)});
   ops.push_back(SetAlias{router, if_router_to(dc.name), fmt::format("wanlab {} router->{}", lab, dc.name)});
   ops.push_back(SetAlias{gw, if_gateway_wan(dc.name), fmt::format("wanlab {} {}->router", lab, dc.name)});
   ops.push_back(AddAddress{router, if_router_to(dc.name), core::transit_router_side(ik)});
@@ -163,6 +165,7 @@ std::string to_string(const Op& op) {
             return fmt::format("qdisc {}:{} {} parent {} pfifo limit {}", o.ns, o.ifname, o.handle.to_string(),
                                o.parent.to_string(), o.limit);
           },
+          [](const DisableOffloads& o) { return fmt::format("offloads {}:{} tso gso tx-csum off", o.ns, o.ifname); },
           [](const AddSrcFilter& o) {
             return fmt::format("filter {}:{} parent {} prio {} u32 src {} flowid {}", o.ns, o.ifname,
                                o.parent.to_string(), o.prio, o.src.to_string(), o.flowid.to_string());
@@ -182,10 +185,12 @@ Plan plan_lab(const core::Topology& topo, const PlanOptions& options) {
   plan.ops.push_back(CreateNetns{router});
   plan.ops.push_back(SetSysctl{router, "net/ipv6/conf/all/disable_ipv6", "1"});
   plan.ops.push_back(SetSysctl{router, "net/ipv6/conf/default/disable_ipv6", "1"});
-  plan.ops.push_back(SetSysctl{router, "net/ipv4/ip_forward", "1"});
+  // With the userspace backend the engine forwards between DCs, not the router's kernel.
+  const bool kernel = options.backend == Backend::kernel;
+  plan.ops.push_back(SetSysctl{router, "net/ipv4/ip_forward", kernel ? "1" : "0"});
   plan.ops.push_back(SetUp{router, "lo"});
   for (std::size_t k = 0; k < topo.dcs.size(); ++k) plan_dc(topo, k, options, plan);
-  plan_wan(topo, options, plan);
+  if (kernel) plan_wan(topo, options, plan);
   return plan;
 }
 

@@ -92,9 +92,15 @@ void remove_lab_dir(const std::string& lab) {
 
 std::optional<LabLock> LabLock::try_acquire(const std::string& lab) {
   const auto dir = lab_dir(lab);
-  fs::create_directories(dir);
   const auto path = dir / "lock";
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = -1;
+  // A controller that is exiting removes the folder; it may vanish under us once or twice.
+  for (int attempt = 0; fd < 0 && attempt < 20; ++attempt) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != ENOENT) break;
+  }
   if (fd < 0) throw std::runtime_error(fmt::format("open {}: {}", path.string(), std::strerror(errno)));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;

@@ -82,7 +82,8 @@ int exchange(nl_sock* sock, nl_msg* msg, const ReplyHandler* on_reply, std::stri
     detail = libnl::describe(sent);
     return libnl::to_errno(sent);
   }
-  libnl::CbPtr cb(nl_cb_clone(nl_socket_get_cb(sock)));
+  const libnl::CbPtr defaults(nl_socket_get_cb(sock));  // a new reference
+  libnl::CbPtr cb(nl_cb_clone(defaults.get()));
   if (!cb) return ENOMEM;
   Exchange ex;
   ex.on_reply = on_reply;

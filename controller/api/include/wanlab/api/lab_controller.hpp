@@ -19,9 +19,13 @@ class NetlinkKernel;
 namespace wanlab::api {
 
 struct UpOptions {
-  std::string backend = "auto";  // auto | kernel
+  std::string backend = "auto";  // auto | kernel | userspace
   bool netem = false;            // decided by the caller (netlink::netem_available())
+  std::uint64_t seed = 1;        // the userspace engine's jitter and loss
 };
+
+/// auto picks kernel where netem exists, userspace elsewhere.
+std::string resolve_backend(const std::string& requested, bool netem);
 
 class LabController final : public Controller {
  public:

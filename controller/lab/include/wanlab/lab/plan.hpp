@@ -25,17 +25,21 @@ struct AddHtbClass { std::string ns, ifname; netlink::Handle parent, classid; ne
 struct AddNetem { std::string ns, ifname; netlink::Handle parent, handle; netlink::NetemParams params; };
 struct AddPfifo { std::string ns, ifname; netlink::Handle parent, handle; std::uint32_t limit; };
 struct AddSrcFilter { std::string ns, ifname; netlink::Handle parent; std::uint16_t prio; core::Ipv4Prefix src; netlink::Handle flowid; };
+struct DisableOffloads { std::string ns, ifname; };
 
 using Op = std::variant<CreateNetns, SetSysctl, CreateVeth, CreateBridge, SetMaster, SetUp, SetAlias, AddAddress,
-                        AddRoute, AddHtbQdisc, AddHtbClass, AddNetem, AddPfifo, AddSrcFilter>;
+                        AddRoute, AddHtbQdisc, AddHtbClass, AddNetem, AddPfifo, AddSrcFilter, DisableOffloads>;
 
 /// One line per operation, e.g. "veth demo.gw-use:use-0-p <-> demo.use-0:use-0 mtu 1500".
 std::string to_string(const Op& op);
 /// The namespace an operation acts in.
 const std::string& op_namespace(const Op& op);
 
+enum class Backend { kernel, userspace };
+
 struct PlanOptions {
-  bool netem = true;  // false: WAN and LAN leaves are pfifo, delay/jitter/loss not applied
+  Backend backend = Backend::kernel;
+  bool netem = true;  // kernel backend without netem: leaves are pfifo, delay/jitter/loss not applied
 };
 
 struct Plan {

@@ -122,8 +122,8 @@ struct Handle {
   std::uint16_t major = 0;
   std::uint16_t minor = 0;
   std::uint32_t raw() const { return (std::uint32_t{major} << 16) | minor; }
-  std::string to_string() const;
-  static Handle root();  // TC_H_ROOT
+  std::string to_string() const;  // as tc prints it: hexadecimal, "10:" for minor 0, "root"
+  static Handle root();           // TC_H_ROOT
 };
 
 /// A netlink message built but not sent (for inspection in tests).

@@ -1,6 +1,6 @@
 #pragma once
 // How WAN links are shaped at run time: in-place parameter changes and live counters.
-// Backends: kernel (HTB + netem through netlink); userspace arrives with its own issue.
+// Backends: kernel (HTB + netem through netlink) and userspace (the engine in the controller).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,6 +16,12 @@ struct LinkCounters {
   std::uint64_t overlimits = 0;  // times the rate held a packet back
   std::uint64_t queued_packets = 0;
   std::uint64_t queued_bytes = 0;
+  // The userspace engine also tells these apart (the kernel backend leaves them 0).
+  std::uint64_t packets_in = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t dropped_queue = 0;
+  std::uint64_t dropped_loss = 0;
+  std::uint64_t in_flight_packets = 0;
 };
 
 class LinkShaper {

@@ -1,0 +1,87 @@
+#pragma once
+// The userspace WAN engine: the lab router's forwarding, done in the controller. One
+// thread receives frames on the router's DC-facing interfaces (memory-mapped rings),
+// passes each through its directed link's model (queue, serializer, loss, propagation)
+// and transmits it toward the destination DC when the model releases it.
+//
+// No allocation per packet: frames live in a fixed pool of slots (mapped without
+// reserving memory, so only slots ever used cost memory); the models hold slot indices.
+// Release times come from an indexed min-heap of each link's next event. Between events
+// the thread sleeps in ppoll() with nanosecond timeouts (timer slack 1 ns) and spins only
+// for the last few microseconds before a deadline.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wanlab/netlink/netlink.hpp"
+#include "wanlab/shaping/link_model.hpp"
+#include "wanlab/shaping/packet_socket.hpp"
+
+namespace wanlab::shaping {
+
+using Mac = std::array<std::uint8_t, 6>;
+
+/// The router's interface toward one DC (index = DC index).
+struct EnginePort {
+  std::string ifname;  // in the router namespace, e.g. "to-use"
+  Mac router_mac{};    // that interface's address: source of frames sent toward the DC
+  Mac gateway_mac{};   // the DC gateway's address on the same veth: their destination
+};
+
+struct EngineLink {
+  std::size_t src = 0, dst = 0;
+  LinkModelParams params;
+};
+
+struct EngineConfig {
+  std::vector<EnginePort> ports;
+  std::vector<EngineLink> links;
+  std::uint32_t lan_prefix = 0xC6120000;  // 198.18.0.0/16: DC k's LAN is lan_prefix + (k << 10), /22
+  RingGeometry ring;
+  std::uint64_t seed = 1;
+};
+
+struct EngineStats {
+  std::uint64_t rx_frames = 0;       // frames seen on the DC-facing interfaces
+  std::uint64_t forwarded = 0;       // frames transmitted toward a DC
+  std::uint64_t not_for_wan = 0;     // ARP, router-addressed and other frames left to the kernel
+  std::uint64_t unroutable = 0;      // toward a DC this DC has no link to
+  std::uint64_t truncated = 0;       // larger than a ring slot
+  std::uint64_t ttl_expired = 0;
+  std::uint64_t pool_exhausted = 0;
+  std::uint64_t tx_ring_full = 0;
+  std::uint64_t wakeups = 0;
+};
+
+class Engine {
+ public:
+  /// Opens the packet sockets in `router` (throws if it cannot). Call start() to run.
+  Engine(const netlink::Netns& router, EngineConfig config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void start();
+  void stop();
+
+  /// Changes a link in place (applied by the engine thread within microseconds).
+  void set_link(std::size_t src, std::size_t dst, const LinkModelParams& params);
+  /// Counters of a link as of at most 10 ms ago; nullopt for a link that does not exist.
+  std::optional<LinkModelCounters> counters(std::size_t src, std::size_t dst) const;
+  EngineStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The hardware address of an interface in a namespace (SIOCGIFHWADDR).
+Mac interface_mac(const netlink::Netns& ns, const std::string& ifname);
+
+}  // namespace wanlab::shaping

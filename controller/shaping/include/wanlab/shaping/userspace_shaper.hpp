@@ -1,0 +1,33 @@
+#pragma once
+#include <memory>
+
+#include "wanlab/core/topology.hpp"
+#include "wanlab/shaping/engine.hpp"
+#include "wanlab/shaping/link_shaper.hpp"
+
+namespace wanlab::shaping {
+
+/// The engine's parameters for a topology link: rate, delay, jitter, loss (Bernoulli) and
+/// the queue limit (the topology's, or 1.5 x bandwidth-delay product in packets).
+LinkModelParams model_params(const core::Topology& topo, const core::WanLink& link);
+
+/// WAN links shaped by the userspace engine running in this process. Same topologies and
+/// `link set` as the kernel backend; delay, jitter and loss work on any kernel.
+class UserspaceShaper final : public LinkShaper {
+ public:
+  /// `router` and `gateways` (per DC index) are the lab's namespaces; the router must not
+  /// forward in the kernel (the lab plan for this backend turns forwarding off there).
+  UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
+                  const std::vector<const netlink::Netns*>& gateways, std::uint64_t seed);
+  ~UserspaceShaper() override;
+  std::string backend() const override { return "userspace"; }
+  bool applies_delay() const override { return true; }
+  void apply(const core::Topology& topo, const core::WanLink& link) override;
+  LinkCounters counters(const core::Topology& topo, const core::WanLink& link) override;
+  EngineStats stats() const { return engine_->stats(); }
+
+ private:
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace wanlab::shaping

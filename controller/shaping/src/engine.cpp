@@ -1,0 +1,402 @@
+#include "wanlab/shaping/engine.hpp"
+
+#include <net/if.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <stdexcept>
+
+namespace wanlab::shaping {
+namespace {
+
+constexpr std::uint32_t kNoLink = UINT32_MAX;
+constexpr std::uint32_t kRxBudget = 256;       // frames per interface per loop turn
+constexpr Nanos kSpin = 40'000;                // spin, rather than sleep, this close to a deadline
+constexpr Nanos kPublishEvery = 10'000'000;    // counters snapshot period
+
+Nanos mono_now() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<Nanos>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+Nanos real_now() {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<Nanos>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::uint16_t ip_checksum(const std::uint8_t* h, std::size_t len) {
+  std::uint32_t sum = 0;
+  for (std::size_t i = 0; i + 1 < len; i += 2) sum += static_cast<std::uint32_t>(h[i] << 8 | h[i + 1]);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<std::uint16_t>(~sum);
+}
+
+// A min-heap of link ids keyed by their next event, with positions for O(log n) updates.
+class EventHeap {
+ public:
+  explicit EventHeap(std::size_t n) : key_(n, kNever), pos_(n) {
+    heap_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) heap_[i] = static_cast<std::uint32_t>(i), pos_[i] = i;
+  }
+  bool empty() const { return heap_.empty(); }
+  std::uint32_t top() const { return heap_.front(); }
+  Nanos top_key() const { return heap_.empty() ? kNever : key_[heap_.front()]; }
+  void update(std::uint32_t id, Nanos k) {
+    const Nanos old = key_[id];
+    key_[id] = k;
+    if (k < old) up(pos_[id]);
+    else if (k > old) down(pos_[id]);
+  }
+
+ private:
+  void swap(std::size_t a, std::size_t b) {
+    std::swap(heap_[a], heap_[b]);
+    pos_[heap_[a]] = a;
+    pos_[heap_[b]] = b;
+  }
+  void up(std::size_t i) {
+    while (i > 0 && key_[heap_[(i - 1) / 2]] > key_[heap_[i]]) swap(i, (i - 1) / 2), i = (i - 1) / 2;
+  }
+  void down(std::size_t i) {
+    for (;;) {
+      std::size_t m = i, l = 2 * i + 1, r = l + 1;
+      if (l < heap_.size() && key_[heap_[l]] < key_[heap_[m]]) m = l;
+      if (r < heap_.size() && key_[heap_[r]] < key_[heap_[m]]) m = r;
+      if (m == i) return;
+      swap(i, m);
+      i = m;
+    }
+  }
+  std::vector<Nanos> key_;
+  std::vector<std::uint32_t> heap_;
+  std::vector<std::size_t> pos_;
+};
+
+// Fixed-size frame slots, mapped without reserving memory; a LIFO free list keeps the
+// slots in use (and so the memory touched) as few as the peak occupancy.
+class Pool {
+ public:
+  Pool(std::size_t slots, std::uint32_t slot_size) : slot_size_(slot_size), len_(slots) {
+    bytes_ = slots * slot_size;
+    void* m = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) throw std::runtime_error(fmt::format("mmap packet pool ({} MiB): {}", bytes_ >> 20, std::strerror(errno)));
+    mem_ = static_cast<std::uint8_t*>(m);
+    free_.reserve(slots);
+    for (std::size_t i = slots; i-- > 0;) free_.push_back(static_cast<std::uint32_t>(i));
+  }
+  ~Pool() { ::munmap(mem_, bytes_); }
+  std::optional<std::uint32_t> alloc() {
+    if (free_.empty()) return std::nullopt;
+    auto s = free_.back();
+    free_.pop_back();
+    return s;
+  }
+  void release(std::uint32_t s) { free_.push_back(s); }
+  std::uint8_t* data(std::uint32_t s) { return mem_ + static_cast<std::size_t>(s) * slot_size_; }
+  std::uint32_t& len(std::uint32_t s) { return len_[s]; }
+
+ private:
+  std::uint32_t slot_size_;
+  std::uint8_t* mem_ = nullptr;
+  std::size_t bytes_ = 0;
+  std::vector<std::uint32_t> len_;
+  std::vector<std::uint32_t> free_;
+};
+
+// Packets a link may hold at once: its queue limit plus what propagates in two
+// bandwidth-delay products of full-size frames, plus slack for small packets.
+std::size_t link_capacity(const LinkModelParams& p) {
+  const double bdp_frames = static_cast<double>(p.rate.bps) / 8.0 *
+                            static_cast<double>((p.delay + p.jitter).count()) / 1e9 / 1514.0;
+  const std::size_t queue = p.queue.unit == QueueLimit::Unit::packets ? p.queue.value : p.queue.value / 64 + 1;
+  return std::min<std::size_t>(queue, 1u << 20) + static_cast<std::size_t>(2 * bdp_frames) + 4096;
+}
+
+}  // namespace
+
+Mac interface_mac(const netlink::Netns& ns, const std::string& ifname) {
+  netlink::ScopedNetns in(ns);
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error(fmt::format("socket: {}", std::strerror(errno)));
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  const int rc = ::ioctl(fd, SIOCGIFHWADDR, &ifr);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw std::runtime_error(fmt::format("SIOCGIFHWADDR {} in {}: {}", ifname, ns.name(), std::strerror(err)));
+  Mac m;
+  std::memcpy(m.data(), ifr.ifr_hwaddr.sa_data, 6);
+  return m;
+}
+
+struct Engine::Impl {
+  EngineConfig cfg;
+  std::vector<std::unique_ptr<PacketSocket>> sockets;  // per port
+  std::vector<std::unique_ptr<LinkModel>> models;      // per link
+  std::vector<std::uint32_t> link_of;                  // [src * ports + dst] -> link or kNoLink
+  std::unique_ptr<Pool> pool;
+  EventHeap heap;
+  int wake_fd = -1;
+  std::thread thread;
+  std::atomic<bool> running{false};
+
+  // Cross-thread: parameter changes in, counter snapshots out.
+  mutable std::mutex mutex;
+  std::vector<std::pair<std::uint32_t, LinkModelParams>> pending;
+  std::atomic<bool> has_pending{false};
+  std::vector<LinkModelCounters> published;
+  EngineStats published_stats;
+  EngineStats stats;
+
+  Impl(const netlink::Netns& router, EngineConfig c) : cfg(std::move(c)), heap(cfg.links.size()) {
+    const std::size_t n = cfg.ports.size();
+    link_of.assign(n * n, kNoLink);
+    std::size_t capacity = 0;
+    for (std::size_t i = 0; i < cfg.links.size(); ++i) {
+      const auto& l = cfg.links[i];
+      if (l.src >= n || l.dst >= n) throw std::invalid_argument("engine link outside the ports");
+      link_of[l.src * n + l.dst] = static_cast<std::uint32_t>(i);
+      const auto cap = link_capacity(l.params);
+      capacity += cap;
+      models.push_back(std::make_unique<LinkModel>(l.params, cap, cfg.seed * 1'000'003 + i));
+    }
+    // One pool for all links: in practice far fewer slots are used than the sum allows,
+    // and unused slots cost address space only.
+    pool = std::make_unique<Pool>(std::min<std::size_t>(capacity, 4u << 20), cfg.ring.frame_size);
+    for (const auto& p : cfg.ports) sockets.push_back(std::make_unique<PacketSocket>(router, p.ifname, cfg.ring));
+    published.resize(cfg.links.size());
+    wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd < 0) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
+  }
+  ~Impl() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+
+  void wake() const {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
+  }
+
+  void free_lost(LinkModel& m) {
+    for (auto s : m.lost()) pool->release(s);
+    m.lost().clear();
+  }
+
+  void on_frame(std::size_t port, const std::uint8_t* f, std::uint32_t len, Nanos arrival) {
+    stats.rx_frames++;
+    if (len == 0) {
+      stats.truncated++;
+      return;
+    }
+    // IPv4 toward another DC's LAN; everything else (ARP, the router's own addresses) is
+    // the kernel's business.
+    if (len < 34 || f[12] != 0x08 || f[13] != 0x00 || (f[14] >> 4) != 4) {
+      stats.not_for_wan++;
+      return;
+    }
+    const std::uint32_t dst_ip = static_cast<std::uint32_t>(f[30]) << 24 | static_cast<std::uint32_t>(f[31]) << 16 |
+                                 static_cast<std::uint32_t>(f[32]) << 8 | f[33];
+    const std::size_t n = cfg.ports.size();
+    const std::size_t dst = (dst_ip >> 10) & 0x3f;
+    if ((dst_ip & 0xffff0000u) != cfg.lan_prefix || dst >= n || dst == port) {
+      stats.not_for_wan++;
+      return;
+    }
+    const std::uint32_t id = link_of[port * n + dst];
+    if (id == kNoLink) {
+      stats.unroutable++;
+      return;
+    }
+    auto& m = *models[id];
+    auto slot = pool->alloc();
+    if (!slot) {
+      stats.pool_exhausted++;
+      m.counters().packets_in++;
+      m.counters().bytes_in += len;
+      m.counters().dropped_queue++;
+      return;
+    }
+    std::memcpy(pool->data(*slot), f, len);
+    pool->len(*slot) = len;
+    m.advance(arrival);
+    free_lost(m);
+    if (m.arrive(*slot, len, arrival) == LinkModel::Verdict::dropped_queue) pool->release(*slot);
+    heap.update(id, m.next_event());
+  }
+
+  void transmit(std::size_t dst, std::uint32_t slot) {
+    std::uint8_t* f = pool->data(slot);
+    const std::uint32_t len = pool->len(slot);
+    const auto& port = cfg.ports[dst];
+    std::memcpy(f, port.gateway_mac.data(), 6);
+    std::memcpy(f + 6, port.router_mac.data(), 6);
+    // Forward as a router does: one hop less to live.
+    std::uint8_t* ip = f + 14;
+    const std::size_t ihl = static_cast<std::size_t>(ip[0] & 0x0f) * 4;
+    if (ip[8] <= 1 || ihl < 20 || 14 + ihl > len) {
+      stats.ttl_expired++;
+    } else {
+      ip[8]--;
+      ip[10] = ip[11] = 0;
+      const auto sum = ip_checksum(ip, ihl);
+      ip[10] = static_cast<std::uint8_t>(sum >> 8);
+      ip[11] = static_cast<std::uint8_t>(sum & 0xff);
+      if (sockets[dst]->send(f, len))
+        stats.forwarded++;
+      else
+        stats.tx_ring_full++;
+    }
+    pool->release(slot);
+  }
+
+  void apply_pending(Nanos now) {
+    std::vector<std::pair<std::uint32_t, LinkModelParams>> todo;
+    {
+      std::lock_guard lock(mutex);
+      todo.swap(pending);
+      has_pending = false;
+    }
+    for (auto& [id, p] : todo) {
+      auto& m = *models[id];
+      m.set_params(p, now);
+      free_lost(m);
+      heap.update(id, m.next_event());
+    }
+  }
+
+  void publish() {
+    std::lock_guard lock(mutex);
+    for (std::size_t i = 0; i < models.size(); ++i) published[i] = models[i]->counters();
+    stats.tx_ring_full = 0;
+    for (const auto& s : sockets) stats.tx_ring_full += s->tx_ring_full();
+    published_stats = stats;
+  }
+
+  void run() {
+    ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    const std::size_t nports = sockets.size();
+    std::vector<pollfd> fds(nports + 1);
+    for (std::size_t i = 0; i < nports; ++i) fds[i] = {sockets[i]->fd(), POLLIN, 0};
+    fds[nports] = {wake_fd, POLLIN, 0};
+    std::vector<bool> dirty(nports, false);
+    Nanos next_publish = 0;
+
+    while (running.load(std::memory_order_relaxed)) {
+      Nanos now = mono_now();
+      if (has_pending.load(std::memory_order_acquire)) apply_pending(now);
+
+      // Receive. Ring timestamps are CLOCK_REALTIME; arrivals use the monotonic clock.
+      const Nanos offset = real_now() - now;
+      std::uint32_t received = 0;
+      for (std::size_t p = 0; p < nports; ++p) {
+        received += sockets[p]->receive(
+            [&](const std::uint8_t* f, std::uint32_t len, timespec ts) {
+              Nanos arrival = static_cast<Nanos>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec - offset;
+              if (arrival > now || arrival < now - 1'000'000'000) arrival = now;  // clock step: trust now
+              on_frame(p, f, len, arrival);
+            },
+            kRxBudget);
+      }
+
+      // Release what is due.
+      now = mono_now();
+      while (!heap.empty() && heap.top_key() <= now) {
+        const std::uint32_t id = heap.top();
+        auto& m = *models[id];
+        m.advance(now);
+        free_lost(m);
+        const std::size_t dst = cfg.links[id].dst;
+        while (auto slot = m.release(now)) {
+          transmit(dst, *slot);
+          dirty[dst] = true;
+        }
+        heap.update(id, m.next_event());
+      }
+      for (std::size_t p = 0; p < nports; ++p)
+        if (dirty[p]) sockets[p]->flush(), dirty[p] = false;
+
+      if (now >= next_publish) {
+        publish();
+        next_publish = now + kPublishEvery;
+      }
+      if (received > 0) continue;  // more may be waiting
+
+      // Sleep until the next release (or a frame, or a wake-up); spin the last stretch.
+      const Nanos next = std::min(heap.top_key(), next_publish);
+      const Nanos wait = next - mono_now();
+      if (wait <= kSpin) continue;
+      stats.wakeups++;
+      const Nanos sleep = wait - kSpin / 2;
+      timespec ts{static_cast<time_t>(sleep / 1'000'000'000), static_cast<long>(sleep % 1'000'000'000)};
+      const int rc = ::ppoll(fds.data(), fds.size(), &ts, nullptr);
+      if (rc > 0 && (fds[nports].revents & POLLIN)) {
+        std::uint64_t v;
+        [[maybe_unused]] auto n = ::read(wake_fd, &v, sizeof v);
+      }
+    }
+    publish();
+  }
+};
+
+Engine::Engine(const netlink::Netns& router, EngineConfig config)
+    : impl_(std::make_unique<Impl>(router, std::move(config))) {}
+
+Engine::~Engine() { stop(); }
+
+void Engine::start() {
+  if (impl_->running.exchange(true)) return;
+  impl_->thread = std::thread([this] {
+    try {
+      impl_->run();
+    } catch (const std::exception& e) {
+      spdlog::critical("userspace engine stopped: {}", e.what());
+    }
+  });
+}
+
+void Engine::stop() {
+  if (!impl_->running.exchange(false)) return;
+  impl_->wake();
+  impl_->thread.join();
+}
+
+void Engine::set_link(std::size_t src, std::size_t dst, const LinkModelParams& params) {
+  const std::size_t n = impl_->cfg.ports.size();
+  if (src >= n || dst >= n || impl_->link_of[src * n + dst] == kNoLink)
+    throw std::invalid_argument(fmt::format("no engine link {}->{}", src, dst));
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->pending.emplace_back(impl_->link_of[src * n + dst], params);
+    impl_->has_pending.store(true, std::memory_order_release);
+  }
+  if (impl_->running) {
+    impl_->wake();
+  } else {
+    impl_->apply_pending(mono_now());
+    impl_->publish();
+  }
+}
+
+std::optional<LinkModelCounters> Engine::counters(std::size_t src, std::size_t dst) const {
+  const std::size_t n = impl_->cfg.ports.size();
+  if (src >= n || dst >= n || impl_->link_of[src * n + dst] == kNoLink) return std::nullopt;
+  std::lock_guard lock(impl_->mutex);
+  return impl_->published[impl_->link_of[src * n + dst]];
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->published_stats;
+}
+
+}  // namespace wanlab::shaping

@@ -1,0 +1,140 @@
+#include "wanlab/shaping/packet_socket.hpp"
+
+#include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <stdexcept>
+
+namespace wanlab::shaping {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::string& ifname, int err) {
+  throw std::runtime_error(fmt::format("{} on {}: {}", what, ifname, std::strerror(err)));
+}
+
+// Where a TX frame's data starts (without PACKET_TX_HAS_OFF the kernel reads it there).
+constexpr std::uint32_t kTxDataOffset = TPACKET2_HDRLEN - sizeof(sockaddr_ll);
+
+tpacket2_hdr* hdr(std::uint8_t* frame) { return reinterpret_cast<tpacket2_hdr*>(frame); }
+
+std::uint32_t load_status(const tpacket2_hdr* h) {
+  return __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
+}
+void store_status(tpacket2_hdr* h, std::uint32_t v) { __atomic_store_n(&h->tp_status, v, __ATOMIC_RELEASE); }
+
+}  // namespace
+
+PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, const RingGeometry& geometry)
+    : ifname_(ifname), geo_(geometry) {
+  {
+    netlink::ScopedNetns in(ns);
+    fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(ETH_P_ALL));
+    if (fd_ < 0) fail("socket(AF_PACKET)", ifname, errno);
+  }
+  try {
+    const unsigned ifindex = [&] {
+      netlink::ScopedNetns in(ns);
+      return ::if_nametoindex(ifname.c_str());
+    }();
+    if (ifindex == 0) fail("if_nametoindex", ifname, errno);
+
+    int v = TPACKET_V2;
+    if (::setsockopt(fd_, SOL_PACKET, PACKET_VERSION, &v, sizeof v) != 0) fail("PACKET_VERSION", ifname, errno);
+    int one = 1;
+    // Frames this host transmits (ours included) are not received back.
+    if (::setsockopt(fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one) != 0)
+      fail("PACKET_IGNORE_OUTGOING", ifname, errno);
+    // The engine is the link: its frames skip the interface's qdisc.
+    if (::setsockopt(fd_, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one) != 0)
+      fail("PACKET_QDISC_BYPASS", ifname, errno);
+    // A full TX ring frame is dropped rather than blocking the engine.
+    if (::setsockopt(fd_, SOL_PACKET, PACKET_LOSS, &one, sizeof one) != 0) fail("PACKET_LOSS", ifname, errno);
+
+    const std::uint32_t block = 1u << 20;  // 1 MiB blocks
+    auto ring_req = [&](std::uint32_t frames) {
+      tpacket_req r{};
+      r.tp_block_size = block;
+      r.tp_frame_size = geo_.frame_size;
+      r.tp_frame_nr = frames;
+      r.tp_block_nr = frames / (block / geo_.frame_size);
+      return r;
+    };
+    if (block % geo_.frame_size != 0 || geo_.rx_frames % (block / geo_.frame_size) != 0 ||
+        geo_.tx_frames % (block / geo_.frame_size) != 0)
+      throw std::invalid_argument("ring geometry: frames must fill whole 1 MiB blocks");
+    auto rx = ring_req(geo_.rx_frames);
+    auto tx = ring_req(geo_.tx_frames);
+    if (::setsockopt(fd_, SOL_PACKET, PACKET_RX_RING, &rx, sizeof rx) != 0) fail("PACKET_RX_RING", ifname, errno);
+    if (::setsockopt(fd_, SOL_PACKET, PACKET_TX_RING, &tx, sizeof tx) != 0) fail("PACKET_TX_RING", ifname, errno);
+    ring_bytes_ = static_cast<std::size_t>(geo_.rx_frames + geo_.tx_frames) * geo_.frame_size;
+    void* m = ::mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_LOCKED, fd_, 0);
+    if (m == MAP_FAILED) m = ::mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (m == MAP_FAILED) fail("mmap packet rings", ifname, errno);
+    ring_ = static_cast<std::uint8_t*>(m);
+    max_frame_ = geo_.frame_size - static_cast<std::uint32_t>(TPACKET2_HDRLEN) - 16;
+
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_ALL);
+    sll.sll_ifindex = static_cast<int>(ifindex);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) fail("bind", ifname, errno);
+  } catch (...) {
+    if (ring_) ::munmap(ring_, ring_bytes_);
+    ::close(fd_);
+    throw;
+  }
+}
+
+PacketSocket::~PacketSocket() {
+  if (ring_) ::munmap(ring_, ring_bytes_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool PacketSocket::rx_ready(std::uint32_t i, const std::uint8_t** data, std::uint32_t* len, timespec* ts) const {
+  auto* h = hdr(rx_frame(i));
+  if (!(load_status(h) & TP_STATUS_USER)) return false;
+  *data = rx_frame(i) + h->tp_mac;
+  // A frame larger than the ring's slot arrives truncated: len 0 tells the caller to drop it.
+  *len = h->tp_snaplen == h->tp_len ? h->tp_snaplen : 0;
+  ts->tv_sec = h->tp_sec;
+  ts->tv_nsec = h->tp_nsec;
+  return true;
+}
+
+void PacketSocket::rx_release(std::uint32_t i) const { store_status(hdr(rx_frame(i)), TP_STATUS_KERNEL); }
+
+bool PacketSocket::send(const std::uint8_t* frame, std::uint32_t len) {
+  auto* h = hdr(tx_frame(tx_next_));
+  if (load_status(h) != TP_STATUS_AVAILABLE) {
+    // Give the kernel what is queued, then look once more.
+    flush();
+    if (load_status(h) != TP_STATUS_AVAILABLE) {
+      ++tx_full_;
+      return false;
+    }
+  }
+  if (len > max_frame_) return false;
+  std::memcpy(tx_frame(tx_next_) + kTxDataOffset, frame, len);
+  h->tp_len = len;
+  store_status(h, TP_STATUS_SEND_REQUEST);
+  tx_next_ = (tx_next_ + 1) % geo_.tx_frames;
+  ++tx_pending_;
+  return true;
+}
+
+void PacketSocket::flush() {
+  if (tx_pending_ == 0) return;
+  ::send(fd_, nullptr, 0, MSG_DONTWAIT);
+  tx_pending_ = 0;
+}
+
+}  // namespace wanlab::shaping

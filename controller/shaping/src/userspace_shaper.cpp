@@ -1,0 +1,60 @@
+#include "wanlab/shaping/userspace_shaper.hpp"
+
+#include "wanlab/lab/naming.hpp"
+#include "wanlab/lab/wan_tc.hpp"
+
+namespace wanlab::shaping {
+
+LinkModelParams model_params(const core::Topology& topo, const core::WanLink& link) {
+  const auto& p = link.params;
+  LinkModelParams m;
+  m.rate = p.rate;
+  m.delay = p.delay;
+  m.jitter = p.jitter;
+  m.loss = LossModel::bernoulli(p.loss);
+  m.queue = p.queue ? *p.queue : QueueLimit{QueueLimit::Unit::packets, core::default_queue_packets(topo, link)};
+  return m;
+}
+
+UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
+                                 const std::vector<const netlink::Netns*>& gateways, std::uint64_t seed) {
+  EngineConfig cfg;
+  cfg.seed = seed;
+  cfg.ring.frame_size = topo.lan.mtu + 14 + 128 <= 2048 ? 2048 : 16384;
+  for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
+    const auto& dc = topo.dcs[k];
+    EnginePort port;
+    port.ifname = lab::if_router_to(dc.name);
+    port.router_mac = interface_mac(router, port.ifname);
+    port.gateway_mac = interface_mac(*gateways.at(k), lab::if_gateway_wan(dc.name));
+    cfg.ports.push_back(port);
+  }
+  for (const auto& l : topo.links) cfg.links.push_back({l.src, l.dst, model_params(topo, l)});
+  engine_ = std::make_unique<Engine>(router, std::move(cfg));
+  engine_->start();
+}
+
+UserspaceShaper::~UserspaceShaper() = default;
+
+void UserspaceShaper::apply(const core::Topology& topo, const core::WanLink& link) {
+  engine_->set_link(link.src, link.dst, model_params(topo, link));
+}
+
+LinkCounters UserspaceShaper::counters(const core::Topology&, const core::WanLink& link) {
+  LinkCounters c;
+  if (auto m = engine_->counters(link.src, link.dst)) {
+    c.packets = m->packets_out;
+    c.bytes = m->bytes_out;
+    c.drops = m->dropped_queue + m->dropped_loss;
+    c.queued_packets = m->queued_packets;
+    c.queued_bytes = m->queued_bytes;
+    c.packets_in = m->packets_in;
+    c.bytes_in = m->bytes_in;
+    c.dropped_queue = m->dropped_queue;
+    c.dropped_loss = m->dropped_loss;
+    c.in_flight_packets = m->in_flight_packets;
+  }
+  return c;
+}
+
+}  // namespace wanlab::shaping
