@@ -33,8 +33,8 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "wanlab/api/lab_controller.hpp"
 #include "wanlab/core/topology.hpp"
@@ -52,7 +52,9 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_stop{false};
 
-void on_signal(int) { g_stop = true; }
+void on_signal(int) {
+  g_stop = true;
+}
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -175,8 +177,8 @@ RunResult one_run(const core::Topology& topo, const api::UpOptions& options, int
 // ---- profile: time per operation type --------------------------------------------------
 
 constexpr std::array<const char*, std::variant_size_v<lab::Op>> kOpNames = {
-    "CreateNetns", "SetSysctl", "CreateVeth",  "CreateBridge", "SetMaster",  "SetUp",       "SetAlias",
-    "AddAddress",  "AddRoute",  "AddHtbQdisc", "AddHtbClass",  "AddNetem",   "AddPfifo",    "AddSrcFilter"};
+    "CreateNetns", "SetSysctl", "CreateVeth",  "CreateBridge", "SetMaster", "SetUp",    "SetAlias",
+    "AddAddress",  "AddRoute",  "AddHtbQdisc", "AddHtbClass",  "AddNetem",  "AddPfifo", "AddSrcFilter"};
 
 class TimingKernel final : public lab::Kernel {
  public:
@@ -252,7 +254,8 @@ int main(int argc, char** argv) {
   int pause_ms = 250;
   app.add_option("--runs", runs, "number of bring-up/teardown cycles")->check(CLI::PositiveNumber);
   app.add_option("--topology", topology_arg, "topology file");
-  app.add_option("--lab", lab_name, "lab name to use instead of the topology's (keeps a running lab of that name safe)");
+  app.add_option("--lab", lab_name,
+                 "lab name to use instead of the topology's (keeps a running lab of that name safe)");
   app.add_flag("--json", json, "print the results as JSON on stdout (the text goes to stderr)");
   app.add_flag("--profile", profile, "one more bring-up timing lab::apply per operation type");
   app.add_flag("--no-freed", no_freed, "do not wait for the kernel to free the namespaces between runs");
@@ -263,7 +266,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(verbose ? spdlog::level::info : spdlog::level::warn);
   std::ostream& out = json ? std::cerr : std::cout;
 
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
@@ -308,9 +311,10 @@ int main(int argc, char** argv) {
     }
     const auto [up_min, up_max] = std::minmax_element(up.begin(), up.end());
     const auto [down_min, down_max] = std::minmax_element(down.begin(), down.end());
-    out << fmt::format("  median: bring-up {:.1f} ms (min {:.1f}, max {:.1f}), teardown {:.1f} ms (min {:.1f}, max "
-                       "{:.1f})",
-                       median(up), *up_min, *up_max, median(down), *down_min, *down_max);
+    out << fmt::format(
+        "  median: bring-up {:.1f} ms (min {:.1f}, max {:.1f}), teardown {:.1f} ms (min {:.1f}, max "
+        "{:.1f})",
+        median(up), *up_min, *up_max, median(down), *down_min, *down_max);
     if (!freed.empty()) out << fmt::format(", kernel freed the namespaces {:.1f} ms after teardown", median(freed));
     out << "\n";
 

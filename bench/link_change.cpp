@@ -43,8 +43,8 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "wanlab/api/lab_controller.hpp"
 #include "wanlab/core/topology.hpp"
@@ -61,7 +61,9 @@ using namespace wanlab;
 using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop = true; }
+void on_signal(int) {
+  g_stop = true;
+}
 
 std::filesystem::path resolve_topology(const std::string& given) {
   std::filesystem::path p(given);
@@ -122,8 +124,8 @@ Summary summarize(std::vector<double> us) {
 }
 
 nlohmann::json to_json(const Summary& s) {
-  return {{"n", s.n},         {"p50_us", s.p50}, {"p90_us", s.p90}, {"p99_us", s.p99},
-          {"max_us", s.max},  {"min_us", s.min}, {"mean_us", s.mean}};
+  return {{"n", s.n},        {"p50_us", s.p50}, {"p90_us", s.p90},  {"p99_us", s.p99},
+          {"max_us", s.max}, {"min_us", s.min}, {"mean_us", s.mean}};
 }
 
 // Times `count` calls of fn(i) after `warmup` untimed ones; microseconds each.
@@ -205,8 +207,7 @@ int main(int argc, char** argv) {
   std::string lab_name = "wlbench-link";
   std::string src_dc, dst_dc;
   bool json = false, verbose = false;
-  app.add_option("--changes", changes, "in-process changes timed (per in-process variant)")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--changes", changes, "in-process changes timed (per in-process variant)")->check(CLI::PositiveNumber);
   app.add_option("--tc-runs", tc_runs, "tc processes timed (per process variant)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed changes before each variant")->check(CLI::NonNegativeNumber);
   app.add_option("--topology", topology_arg, "topology file");
@@ -220,7 +221,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(verbose ? spdlog::level::info : spdlog::level::warn);
   std::ostream& out = json ? std::cerr : std::cout;
 
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
@@ -258,13 +259,15 @@ int main(int argc, char** argv) {
     const auto router_ns = lab::ns_router(topo.name);
     const auto ifname = lab::if_router_to(dst_dc);
     const auto classid = lab::wan_link_tc(live, base).classid;
-    out << fmt::format("wanlab link change: lab '{}' from {} up in {:.1f} ms; link {}->{} = class {} on {}:{}, leaf "
-                       "{}\n",
-                       topo.name, topo_path.string(), up_ms, src_dc, dst_dc, classid.to_string(), router_ns, ifname,
-                       netem ? "netem" : "pfifo (no netem on this kernel)");
-    out << fmt::format("  rate alternates {} <-> {}; {} timed changes per in-process variant, {} per process variant, "
-                       "{} warm-up\n",
-                       to_string(rate_hi), to_string(rate_lo), changes, tc_runs, warmup);
+    out << fmt::format(
+        "wanlab link change: lab '{}' from {} up in {:.1f} ms; link {}->{} = class {} on {}:{}, leaf "
+        "{}\n",
+        topo.name, topo_path.string(), up_ms, src_dc, dst_dc, classid.to_string(), router_ns, ifname,
+        netem ? "netem" : "pfifo (no netem on this kernel)");
+    out << fmt::format(
+        "  rate alternates {} <-> {}; {} timed changes per in-process variant, {} per process variant, "
+        "{} warm-up\n",
+        to_string(rate_hi), to_string(rate_lo), changes, tc_runs, warmup);
 
     // 1. The full API path.
     const auto set_link_us = time_calls(warmup, changes, [&](int i) {
@@ -305,11 +308,26 @@ int main(int argc, char** argv) {
     auto tc_args = [&](int i) {
       scratch_link->params.rate = rate_for(i);
       const auto tc = lab::wan_link_tc(scratch, *scratch_link);
-      return std::vector<std::string>{tc_path,  "class", "change", "dev", ifname, "parent", lab::kWanRootQdisc.to_string(),
-                                      "classid", tc.classid.to_string(), "htb", "rate",
-                                      fmt::format("{}bit", tc.htb.rate.bps), "ceil", fmt::format("{}bit", tc.htb.ceil.bps),
-                                      "burst", std::to_string(tc.htb.burst.value), "cburst",
-                                      std::to_string(tc.htb.cburst.value), "quantum", std::to_string(tc.htb.quantum)};
+      return std::vector<std::string>{tc_path,
+                                      "class",
+                                      "change",
+                                      "dev",
+                                      ifname,
+                                      "parent",
+                                      lab::kWanRootQdisc.to_string(),
+                                      "classid",
+                                      tc.classid.to_string(),
+                                      "htb",
+                                      "rate",
+                                      fmt::format("{}bit", tc.htb.rate.bps),
+                                      "ceil",
+                                      fmt::format("{}bit", tc.htb.ceil.bps),
+                                      "burst",
+                                      std::to_string(tc.htb.burst.value),
+                                      "cburst",
+                                      std::to_string(tc.htb.cburst.value),
+                                      "quantum",
+                                      std::to_string(tc.htb.quantum)};
     };
     const int proc_warmup = std::min(warmup, 5);
     const auto tc_netns_us = time_calls(proc_warmup, tc_runs, [&](int i) {
@@ -349,9 +367,10 @@ int main(int argc, char** argv) {
     row("KernelShaper::apply (netlink)", b);
     row("process: ip netns exec .. tc", c);
     row("process: setns + tc", e);
-    out << fmt::format("\n  p50 ratio tc-netns / set_link = {:.1f}x, tc-netns / shaper = {:.0f}x, tc-direct / shaper = "
-                       "{:.0f}x\n",
-                       c.p50 / a.p50, c.p50 / b.p50, e.p50 / b.p50);
+    out << fmt::format(
+        "\n  p50 ratio tc-netns / set_link = {:.1f}x, tc-netns / shaper = {:.0f}x, tc-direct / shaper = "
+        "{:.0f}x\n",
+        c.p50 / a.p50, c.p50 / b.p50, e.p50 / b.p50);
     out << fmt::format("  p99 ratio tc-netns / set_link = {:.1f}x, tc-netns / shaper = {:.0f}x\n", c.p99 / a.p99,
                        c.p99 / b.p99);
     out << fmt::format("  target p99 < 200 us in-process: set_link p99 {:.1f} us, shaper p99 {:.1f} us\n", a.p99,
@@ -360,30 +379,30 @@ int main(int argc, char** argv) {
                        lab::state_root().string(), down_ms);
 
     if (json) {
-      nlohmann::json doc = {
-          {"tool", "wanlab"},
-          {"topology", topo_path.string()},
-          {"lab", topo.name},
-          {"link", fmt::format("{}->{}", src_dc, dst_dc)},
-          {"class", classid.to_string()},
-          {"interface", fmt::format("{}:{}", router_ns, ifname)},
-          {"netem", netem},
-          {"leaf", netem ? "netem" : "pfifo"},
-          {"rates", {to_string(rate_hi), to_string(rate_lo)}},
-          {"bringup_ms", up_ms},
-          {"teardown_ms", down_ms},
-          {"set_link", to_json(a)},
-          {"shaper", to_json(b)},
-          {"write_state", to_json(w)},
-          {"state_dir", lab::state_root().string()},
-          {"tc_netns_exec", to_json(c)},
-          {"tc_setns", to_json(e)},
-          {"ratio", {{"p50_tc_netns_over_set_link", c.p50 / a.p50},
-                     {"p99_tc_netns_over_set_link", c.p99 / a.p99},
-                     {"p50_tc_netns_over_shaper", c.p50 / b.p50},
-                     {"p99_tc_netns_over_shaper", c.p99 / b.p99},
-                     {"p50_tc_setns_over_shaper", e.p50 / b.p50}}},
-          {"verify", {{"after_set_link", verify_after_set_link}}}};
+      nlohmann::json doc = {{"tool", "wanlab"},
+                            {"topology", topo_path.string()},
+                            {"lab", topo.name},
+                            {"link", fmt::format("{}->{}", src_dc, dst_dc)},
+                            {"class", classid.to_string()},
+                            {"interface", fmt::format("{}:{}", router_ns, ifname)},
+                            {"netem", netem},
+                            {"leaf", netem ? "netem" : "pfifo"},
+                            {"rates", {to_string(rate_hi), to_string(rate_lo)}},
+                            {"bringup_ms", up_ms},
+                            {"teardown_ms", down_ms},
+                            {"set_link", to_json(a)},
+                            {"shaper", to_json(b)},
+                            {"write_state", to_json(w)},
+                            {"state_dir", lab::state_root().string()},
+                            {"tc_netns_exec", to_json(c)},
+                            {"tc_setns", to_json(e)},
+                            {"ratio",
+                             {{"p50_tc_netns_over_set_link", c.p50 / a.p50},
+                              {"p99_tc_netns_over_set_link", c.p99 / a.p99},
+                              {"p50_tc_netns_over_shaper", c.p50 / b.p50},
+                              {"p99_tc_netns_over_shaper", c.p99 / b.p99},
+                              {"p50_tc_setns_over_shaper", e.p50 / b.p50}}},
+                            {"verify", {{"after_set_link", verify_after_set_link}}}};
       std::cout << doc.dump(2) << "\n";
     }
     return g_stop ? 130 : 0;

@@ -18,6 +18,7 @@ if [[ $(id -u) -eq 0 ]]; then
 else
   echo "  netns  SKIPPED: needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)"
 fi
-echo "  vm     SKIPPED: not built yet (kernel backend under qemu is a later issue)"
+echo "  kernel runs where the kernel has netem (ctest test 'kernel'); SKIPPED with the reason elsewhere"
+echo "  vm     the kernel tier inside a qemu guest on Debian's stock kernel (ctest test 'vm'); SKIPPED with the reason where qemu or the kernel package cannot be installed"
 echo "  docker SKIPPED: not built yet (docker-compose lab is a later issue)"
 exit $rc

@@ -215,3 +215,20 @@ TEST_CASE("in-place changes keep queued and propagating packets", "[unit][engine
     CHECK(rel.at(2) == 51 * kMs);
   }
 }
+
+TEST_CASE("capacity grows for a larger rate x delay, keeping what is held", "[unit][engine]") {
+  LinkModel m(params(Rate{1'000'000'000}, 100ms), 8, 1);
+  for (std::uint32_t i = 0; i < 8; ++i) CHECK(m.arrive(i, 100, i * 1000) == LinkModel::Verdict::queued);
+  CHECK(m.arrive(8, 100, 9000) == LinkModel::Verdict::dropped_queue);
+  m.reserve(64);
+  CHECK(m.capacity() == 64);
+  for (std::uint32_t i = 9; i < 20; ++i) CHECK(m.arrive(i, 100, i * 1000) == LinkModel::Verdict::queued);
+  const auto rel = run_until(m, 1000 * kMs);
+  CHECK(rel.size() == 19);
+  Nanos prev = 0;
+  for (const auto& [h, t] : rel) {
+    if (h == 8) continue;
+    CHECK(t >= prev);
+    prev = t;
+  }
+}

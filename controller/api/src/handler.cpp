@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 namespace wanlab::api {
 namespace {
 
@@ -37,9 +39,7 @@ std::optional<T> field(const nlohmann::json& j, const char* name, Parsed<T> (*pa
   return p.value;
 }
 
-}  // namespace
-
-LinkChange parse_link_change(const std::string& body) {
+nlohmann::json parse_body(const std::string& body) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(body);
@@ -47,6 +47,72 @@ LinkChange parse_link_change(const std::string& body) {
     throw ApiError(400, "bad_json", fmt::format("body is not JSON: {}", e.what()));
   }
   if (!j.is_object()) throw ApiError(400, "bad_request", "body must be a JSON object");
+  return j;
+}
+
+std::string string_field(const nlohmann::json& j, const char* name) {
+  const auto& v = j.at(name);
+  if (!v.is_string()) throw ApiError(400, "bad_request", fmt::format("{}: expected a string, got {}", name, v.dump()), name);
+  return v.get<std::string>();
+}
+
+}  // namespace
+
+nlohmann::json Controller::start_replay(const ReplayRequest&) {
+  throw ApiError(501, "not_implemented", "this controller does not replay traces");
+}
+nlohmann::json Controller::replays() { throw ApiError(501, "not_implemented", "this controller does not replay traces"); }
+nlohmann::json Controller::stop_replays(const std::optional<std::pair<std::string, std::string>>&) {
+  throw ApiError(501, "not_implemented", "this controller does not replay traces");
+}
+
+std::pair<std::string, std::string> parse_link_ref(const std::string& text, const std::string& field) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size() ||
+      text.find(':', colon + 1) != std::string::npos)
+    throw ApiError(400, "bad_request",
+                   fmt::format("{}: '{}': name a directed link as SRC:DST, e.g. \"use:euw\"", field, text), field);
+  return {text.substr(0, colon), text.substr(colon + 1)};
+}
+
+ReplayRequest parse_replay_request(const std::string& body) {
+  const auto j = parse_body(body);
+  static const std::vector<std::string> known = {"link", "trace", "mode", "format", "window"};
+  for (const auto& [k, _] : j.items())
+    if (std::find(known.begin(), known.end(), k) == known.end())
+      throw ApiError(400, "bad_request", fmt::format("unknown field '{}'; known: link, trace, mode, format, window", k),
+                     k);
+  ReplayRequest r;
+  if (!j.contains("link")) throw ApiError(400, "bad_request", "link: missing; e.g. \"use:euw\"", "link");
+  std::tie(r.src, r.dst) = parse_link_ref(string_field(j, "link"), "link");
+  if (!j.contains("trace")) throw ApiError(400, "bad_request", "trace: missing; give the trace file's absolute path", "trace");
+  r.trace = string_field(j, "trace");
+  if (r.trace.empty() || !std::filesystem::path(r.trace).is_absolute())
+    throw ApiError(400, "bad_request",
+                   fmt::format("trace: '{}' is not an absolute path (the controller does not share your working "
+                               "folder)",
+                               r.trace),
+                   "trace");
+  if (j.contains("mode")) {
+    const auto m = replay::parse_end_mode(string_field(j, "mode"));
+    if (!m) throw ApiError(400, "bad_request", "mode: use \"loop\" or \"hold\"", "mode");
+    r.mode = m;
+  }
+  if (j.contains("format")) {
+    r.format = string_field(j, "format");
+    if (r.format != "csv" && r.format != "mahimahi")
+      throw ApiError(400, "bad_request", fmt::format("format: '{}': use \"csv\" or \"mahimahi\"", r.format), "format");
+  }
+  r.window = field(j, "window", &parse_duration);
+  if (r.window && r.format != "mahimahi")
+    throw ApiError(400, "bad_request", "window: only for format \"mahimahi\"", "window");
+  if (r.window && (r.window->count() <= 0 || *r.window % replay::kGranularity != Duration{0}))
+    throw ApiError(400, "bad_request", "window: must be a positive whole number of milliseconds", "window");
+  return r;
+}
+
+LinkChange parse_link_change(const std::string& body) {
+  const auto j = parse_body(body);
   static const std::vector<std::string> known = {"delay", "jitter", "loss", "rate", "queue"};
   for (const auto& [k, _] : j.items())
     if (std::find(known.begin(), known.end(), k) == known.end())
@@ -74,6 +140,17 @@ Response handle(const Request& request, Controller& controller) {
     if (parts.size() == 4 && parts[1] == "links") {
       if (request.method != "POST") return error(405, "method_not_allowed", "use POST for /v1/links/{src}/{dst}");
       return {200, controller.set_link(parts[2], parts[3], parse_link_change(request.body))};
+    }
+    if (parts.size() >= 2 && parts[1] == "replays") {
+      if (parts.size() == 2 && request.method == "GET") return {200, controller.replays()};
+      if (parts.size() == 2 && request.method == "POST")
+        return {200, controller.start_replay(parse_replay_request(request.body))};
+      if ((parts.size() == 2 || parts.size() == 4) && request.method == "DELETE")
+        return {200, controller.stop_replays(parts.size() == 4 ? std::optional(std::pair(parts[2], parts[3]))
+                                                               : std::nullopt)};
+      if (parts.size() == 2) return error(405, "method_not_allowed", "use GET, POST or DELETE for /v1/replays");
+      if (parts.size() == 4) return error(405, "method_not_allowed", "use DELETE for /v1/replays/{src}/{dst}");
+      return error(404, "not_found", fmt::format("unknown path {}", request.target));
     }
     if (parts.size() == 2 && parts[1] == "shutdown") {
       if (request.method != "POST") return error(405, "method_not_allowed", "use POST for /v1/shutdown");

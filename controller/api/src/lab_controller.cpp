@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <tuple>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +12,7 @@
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/lab/plan.hpp"
 #include "wanlab/lab/wan_tc.hpp"
+#include "wanlab/replay/mahimahi.hpp"
 #include "wanlab/shaping/kernel_shaper.hpp"
 #include "wanlab/shaping/userspace_shaper.hpp"
 
@@ -26,6 +28,29 @@ std::string now_iso8601() {
   return buf;
 }
 
+std::string now_iso8601_ms() {
+  const auto now = std::chrono::system_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("{}.{:03}Z", buf, ms);
+}
+
+double ms(Duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// The parameters a step sets, for messages: "rate, delay".
+std::string fields_of(const replay::Step& s) {
+  std::vector<std::string> f;
+  if (s.rate) f.emplace_back("rate");
+  if (s.delay) f.emplace_back("delay");
+  if (s.jitter) f.emplace_back("jitter");
+  if (s.loss) f.emplace_back("loss");
+  return fmt::format("{}", fmt::join(f, ", "));
+}
+
 }  // namespace
 
 std::string resolve_backend(const std::string& requested, bool netem) {
@@ -35,7 +60,7 @@ std::string resolve_backend(const std::string& requested, bool netem) {
 }
 
 LabController::LabController(core::Topology topo, const UpOptions& options, std::function<void()> on_shutdown)
-    : topo_(std::move(topo)), on_shutdown_(std::move(on_shutdown)) {
+    : topo_(std::move(topo)), on_shutdown_(std::move(on_shutdown)), replay_priority_(options.replay_priority) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto backend = resolve_backend(options.backend, options.netem);
   const auto plan = lab::plan_lab(
@@ -55,6 +80,9 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
   kernel_ = std::make_unique<lab::NetlinkKernel>();
   try {
     lab::apply(plan, *kernel_);
+    const auto t_applied = std::chrono::steady_clock::now();
+    spdlog::debug("lab {}: {} kernel operations applied in {:.1f} ms", topo_.name, plan.ops.size(),
+                  std::chrono::duration<double, std::milli>(t_applied - t0).count());
     const auto& router = kernel_->netns(lab::ns_router(topo_.name));
     if (backend == "kernel") {
       shaper_ = std::make_unique<shaping::KernelShaper>(netlink::Socket::open_in(router), options.netem);
@@ -63,7 +91,18 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
       for (const auto& dc : topo_.dcs) gateways.push_back(&kernel_->netns(lab::ns_gateway(topo_.name, dc.name)));
       shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, gateways, options.seed);
     }
+    // Every trace checked before the first replay starts (and changes the topology).
+    std::vector<std::tuple<LinkKey, replay::Trace, std::string>> traces;
+    for (const auto& l : topo_.links) {
+      if (!l.trace) continue;
+      const LinkKey k{l.src, l.dst};
+      auto trace = replay::load_trace(*l.trace);
+      replay::check_against(trace, l.params, link_name(k));
+      traces.emplace_back(k, std::move(trace), l.trace->string());
+    }
+    for (auto& [k, trace, path] : traces) launch_replay(k, std::move(trace), path, "csv");
   } catch (...) {
+    stop_all_replays();
     shaper_.reset();
     kernel_->release();
     lab::teardown(topo_.name, state_.namespaces);
@@ -72,11 +111,15 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
     throw;
   }
   bring_up_time_ = std::chrono::steady_clock::now() - t0;
+  spdlog::debug("lab {}: {} backend ready after {:.1f} ms", topo_.name, backend,
+                std::chrono::duration<double, std::milli>(bring_up_time_).count());
 }
 
-LabController::~LabController() = default;
+LabController::~LabController() { stop_all_replays(); }
 
 lab::TeardownReport LabController::teardown() {
+  stop_all_replays();
+  std::lock_guard lock(mutex_);
   if (torn_down_) return {};
   shaper_.reset();  // stops the userspace engine before its interfaces go
   if (kernel_) kernel_->release();
@@ -92,44 +135,255 @@ nlohmann::json LabController::shutdown() {
           {"killed_processes", report.killed_processes}};
 }
 
-nlohmann::json LabController::set_link(const std::string& src, const std::string& dst, const LinkChange& change) {
+LabController::LinkKey LabController::link_key(const std::string& src, const std::string& dst) const {
   const auto s = topo_.dc_index(src);
   const auto d = topo_.dc_index(dst);
   if (!s) throw ApiError(404, "unknown_dc", fmt::format("no DC named '{}' in lab {}", src, topo_.name), "src");
   if (!d) throw ApiError(404, "unknown_dc", fmt::format("no DC named '{}' in lab {}", dst, topo_.name), "dst");
-  auto* link = topo_.find_link(*s, *d);
-  if (!link) throw ApiError(404, "unknown_link", fmt::format("lab {} has no WAN link {}->{}", topo_.name, src, dst));
+  if (!topo_.find_link(*s, *d))
+    throw ApiError(404, "unknown_link", fmt::format("lab {} has no WAN link {}->{}", topo_.name, src, dst));
+  return {*s, *d};
+}
 
-  core::LinkParams p = link->params;
-  if (change.delay) p.delay = *change.delay;
-  if (change.jitter) p.jitter = *change.jitter;
-  if (change.loss) p.loss = *change.loss;
-  if (change.rate) p.rate = *change.rate;
-  if (change.queue) p.queue = *change.queue;
-  if (p.jitter > p.delay)
-    throw ApiError(400, "bad_request",
-                   fmt::format("jitter {} exceeds the delay {}: it would need negative delays", to_string(p.jitter),
-                               to_string(p.delay)),
-                   "jitter");
+std::string LabController::link_name(const LinkKey& k) const {
+  return fmt::format("{}->{}", topo_.dcs[k.first].name, topo_.dcs[k.second].name);
+}
 
+void LabController::change_link_locked(core::WanLink& link, const core::LinkParams& params) {
   // The reverse link's default queue limit depends on this link's delay (it is sized to
   // the round trip), so it may change too.
-  auto* reverse = topo_.find_link(*d, *s);
-  const auto reverse_limit_before = reverse ? lab::wan_link_tc(topo_, *reverse).limit_packets : 0;
-  const auto old = link->params;
-  link->params = p;
+  auto* reverse = topo_.find_link(link.dst, link.src);
+  const auto reverse_limit_before = reverse ? lab::queue_limit_packets(topo_, *reverse) : 0;
+  const auto old = link.params;
+  link.params = params;
   try {
-    shaper_->apply(topo_, *link);
-    if (reverse && lab::wan_link_tc(topo_, *reverse).limit_packets != reverse_limit_before)
+    shaper_->apply(topo_, link);
+    if (reverse && lab::queue_limit_packets(topo_, *reverse) != reverse_limit_before)
       shaper_->apply(topo_, *reverse);
   } catch (const std::exception& e) {
-    link->params = old;
+    link.params = old;
     throw ApiError(500, "kernel", e.what());
   }
-  state_.topology = core::to_json(topo_);
-  lab::write_state(state_);
-  spdlog::info("link {}->{} set: {}", src, dst, link_json(topo_, *link).dump());
-  return link_json(topo_, *link);
+}
+
+nlohmann::json LabController::set_link(const std::string& src, const std::string& dst, const LinkChange& change) {
+  LinkKey k;
+  nlohmann::json out;
+  {
+    std::lock_guard lock(mutex_);
+    k = link_key(src, dst);
+    auto* link = topo_.find_link(k.first, k.second);
+    core::LinkParams p = link->params;
+    if (change.delay) p.delay = *change.delay;
+    if (change.jitter) p.jitter = *change.jitter;
+    if (change.loss) p.loss = *change.loss;
+    if (change.rate) p.rate = *change.rate;
+    if (change.queue) p.queue = *change.queue;
+    if (p.jitter > p.delay)
+      throw ApiError(400, "bad_request",
+                     fmt::format("jitter {} exceeds the delay {}: it would need negative delays", to_string(p.jitter),
+                                 to_string(p.delay)),
+                     "jitter");
+    if (torn_down_) throw ApiError(409, "torn_down", fmt::format("lab {} is being torn down", topo_.name));
+    change_link_locked(*link, p);
+    out = link_json(topo_, *link);
+  }
+  // Written by the daemon's next flush (persist_if_dirty), not here: rewriting the state
+  // file costs more than the netlink change itself.
+  state_dirty_ = true;
+  if (spdlog::should_log(spdlog::level::info)) spdlog::info("link {}->{} set: {}", src, dst, out.dump());
+  std::lock_guard rl(replays_mutex_);
+  if (auto it = replays_.find(k); it != replays_.end()) {
+    const auto progress = it->second.thread->progress();
+    const auto& path = it->second.trace_path;
+    if (progress.next && progress.state == replay::ReplayState::running)
+      out["note"] = fmt::format(
+          "link {}->{} is replaying {}: this change applies now; the replay's next step (in {:.0f} ms) sets {} again",
+          src, dst, path, std::max(0.0, ms(progress.start + progress.next->at - it->second.thread->now())),
+          fields_of(it->second.thread->trace().steps[progress.next->step]));
+    else
+      out["note"] = fmt::format("link {}->{} has replayed {} to its end; this change stays", src, dst, path);
+  }
+  return out;
+}
+
+void LabController::apply_replay_step(const LinkKey& k, const replay::Step& step) {
+  std::lock_guard lock(mutex_);
+  if (torn_down_ || !shaper_) throw std::runtime_error("the lab is torn down");
+  auto* link = topo_.find_link(k.first, k.second);
+  const auto p = replay::apply_step(link->params, step);
+  // Checked against the trace at start; a `link set` since may have broken it.
+  if (p.jitter > p.delay)
+    throw std::runtime_error(fmt::format("step at line {}: jitter {} would exceed delay {}; step not applied",
+                                         step.line, to_string(p.jitter), to_string(p.delay)));
+  change_link_locked(*link, p);
+}
+
+void LabController::persist_if_dirty() {
+  if (state_dirty_.exchange(false)) persist_state();
+}
+
+void LabController::persist_state() {
+  // The snapshot is taken holding the file lock, so the last write carries the latest state.
+  std::lock_guard file_lock(state_file_mutex_);
+  lab::LabState snapshot;
+  {
+    std::lock_guard lock(mutex_);
+    if (torn_down_) return;
+    state_.topology = core::to_json(topo_);
+    snapshot = state_;
+  }
+  lab::write_state(snapshot);
+}
+
+nlohmann::json LabController::start_replay(const ReplayRequest& r) {
+  LinkKey k;
+  core::LinkParams params;
+  {
+    std::lock_guard lock(mutex_);
+    if (torn_down_) throw ApiError(409, "torn_down", fmt::format("lab {} is being torn down", topo_.name));
+    k = link_key(r.src, r.dst);
+    params = topo_.find_link(k.first, k.second)->params;
+  }
+  replay::Trace trace;
+  try {
+    if (r.format == "mahimahi") {
+      replay::MahimahiOptions mo;
+      if (r.window) mo.window = *r.window;
+      trace = replay::load_mahimahi(r.trace, mo);
+    } else {
+      trace = replay::load_trace(r.trace);
+    }
+    if (r.mode) {
+      if (*r.mode == replay::EndMode::loop && !trace.end)
+        throw ApiError(400, "bad_trace",
+                       fmt::format("{}: cannot loop: the trace has no end (add \"#@ end=<time>\", the loop's period)",
+                                   r.trace),
+                       "mode");
+      trace.mode = *r.mode;
+    }
+    replay::check_against(trace, params, link_name(k));
+  } catch (const core::ConfigError& e) {
+    throw ApiError(400, "bad_trace", e.what(), "trace");
+  }
+  return launch_replay(k, std::move(trace), r.trace, r.format);
+}
+
+nlohmann::json LabController::launch_replay(const LinkKey& k, replay::Trace trace, const std::string& path,
+                                            const std::string& format) {
+  // Replace (stop) a replay already on this link, joining it with no lock held.
+  ActiveReplay old;
+  {
+    std::lock_guard rl(replays_mutex_);
+    if (auto it = replays_.find(k); it != replays_.end()) {
+      old = std::move(it->second);
+      replays_.erase(it);
+    }
+  }
+  old.thread.reset();
+  const auto summary = replay::summarize(trace);
+  const auto mode = trace.mode;
+  ActiveReplay a;
+  a.trace_path = path;
+  a.format = format;
+  a.started_at = now_iso8601_ms();
+  a.thread = std::make_unique<replay::ReplayThread>(
+      std::move(trace), [this, k](const replay::Step& s) { apply_replay_step(k, s); },
+      [this, k] {
+        spdlog::info("replay on link {} is done; the link keeps its last values", link_name(k));
+        persist_state();
+      },
+      replay::ReplayThreadOptions{replay_priority_});
+  spdlog::info("replay of {} on link {}: {} steps over {} ({})", path, link_name(k), summary.steps,
+               replay::format_trace_time(summary.length), replay::to_string(mode));
+  std::lock_guard rl(replays_mutex_);
+  auto& slot = replays_[k];
+  slot = std::move(a);
+  return replay_json(k, slot);
+}
+
+nlohmann::json LabController::replays() {
+  std::lock_guard rl(replays_mutex_);
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& [k, r] : replays_) list.push_back(replay_json(k, r));
+  return {{"replays", list}};
+}
+
+nlohmann::json LabController::stop_replays(const std::optional<std::pair<std::string, std::string>>& link) {
+  std::optional<LinkKey> only;
+  if (link) {
+    std::lock_guard lock(mutex_);
+    only = link_key(link->first, link->second);
+  }
+  std::map<LinkKey, ActiveReplay> stopping;
+  {
+    std::lock_guard rl(replays_mutex_);
+    if (only) {
+      auto it = replays_.find(*only);
+      if (it == replays_.end())
+        throw ApiError(404, "no_replay", fmt::format("no trace is replaying on link {}", link_name(*only)));
+      stopping.insert(replays_.extract(it));
+    } else {
+      stopping.swap(replays_);
+    }
+  }
+  nlohmann::json stopped = nlohmann::json::array();
+  for (auto& [k, r] : stopping) {
+    r.thread->stop();
+    stopped.push_back(replay_json(k, r));
+    spdlog::info("replay of {} on link {} stopped", r.trace_path, link_name(k));
+  }
+  if (!stopping.empty()) persist_state();
+  return {{"stopped", stopped}};
+}
+
+void LabController::stop_all_replays() {
+  std::map<LinkKey, ActiveReplay> stopping;
+  {
+    std::lock_guard rl(replays_mutex_);
+    stopping.swap(replays_);
+  }
+  // Destroying them stops and joins their threads.
+}
+
+nlohmann::json LabController::replay_json(const LinkKey& k, const ActiveReplay& r) const {
+  auto j = replay_status_json(r.thread->progress(), r.thread->trace(), r.thread->now());
+  j["link"] = fmt::format("{}:{}", topo_.dcs[k.first].name, topo_.dcs[k.second].name);
+  j["src"] = topo_.dcs[k.first].name;
+  j["dst"] = topo_.dcs[k.second].name;
+  j["trace"] = r.trace_path;
+  j["format"] = r.format;
+  j["started_at"] = r.started_at;
+  j["scheduling"] = r.thread->scheduling();
+  return j;
+}
+
+nlohmann::json replay_status_json(const replay::ReplayProgress& p, const replay::Trace& trace, Duration now) {
+  const Duration elapsed = p.state == replay::ReplayState::running ? now - p.start : Duration{};
+  nlohmann::json j = {{"mode", replay::to_string(trace.mode)},
+                      {"state", replay::to_string(p.state)},
+                      {"step", p.last ? p.last->step + 1 : 0},
+                      {"steps", trace.steps.size()},
+                      {"loops", p.last ? p.last->loop : 0},
+                      {"length", replay::format_trace_time(trace.length())},
+                      {"applied", p.applied},
+                      {"skipped", p.skipped},
+                      {"failed", p.failed},
+                      {"lateness_ms",
+                       {{"p50", ms(p.lateness.p50)}, {"p99", ms(p.lateness.p99)}, {"max", ms(p.lateness.max)}}},
+                      {"apply_ms",
+                       {{"p50", ms(p.apply_time.p50)}, {"p99", ms(p.apply_time.p99)}, {"max", ms(p.apply_time.max)}}}};
+  if (p.state == replay::ReplayState::running) {
+    j["elapsed_ms"] = ms(elapsed);
+    j["position_ms"] = ms(trace.mode == replay::EndMode::loop && trace.end ? elapsed % *trace.end : elapsed);
+  }
+  if (p.next && p.state == replay::ReplayState::running)
+    j["next_step_in_ms"] = std::max(0.0, ms(p.start + p.next->at - now));
+  else
+    j["next_step_in_ms"] = nullptr;
+  if (p.last) j["line"] = trace.steps[p.last->step].line;
+  if (!p.last_error.empty()) j["last_error"] = p.last_error;
+  return j;
 }
 
 nlohmann::json link_json(const core::Topology& topo, const core::WanLink& link) {
@@ -140,13 +394,21 @@ nlohmann::json link_json(const core::Topology& topo, const core::WanLink& link) 
                       {"jitter", to_string(p.jitter)},
                       {"loss", to_string(p.loss)},
                       {"rate", to_string(p.rate)},
-                      {"queue_limit_packets", lab::wan_link_tc(topo, link).limit_packets},
+                      {"queue_limit_packets", lab::queue_limit_packets(topo, link)},
                       {"queue", p.queue ? to_string(*p.queue) : "auto (1.5 x BDP)"}};
   if (link.trace) j["trace"] = link.trace->string();
   return j;
 }
 
-nlohmann::json LabController::status() { return lab_status(topo_, state_, shaper_.get(), true); }
+nlohmann::json LabController::status() {
+  nlohmann::json s;
+  {
+    std::lock_guard lock(mutex_);
+    s = lab_status(topo_, state_, shaper_.get(), true);
+  }
+  s["replays"] = replays()["replays"];
+  return s;
+}
 
 nlohmann::json lab_status(const core::Topology& topo, const lab::LabState& state, shaping::LinkShaper* shaper,
                           bool controller_running) {
@@ -195,7 +457,11 @@ nlohmann::json lab_status(const core::Topology& topo, const lab::LabState& state
     }
     links.push_back(std::move(j));
   }
+  nlohmann::json engine = nlohmann::json::object();
+  if (shaper)
+    for (const auto& [k, v] : shaper->stats()) engine[k] = v;
   return {{"lab", topo.name},
+          {"backend_counters", engine},
           {"topology_file", state.topology_file},
           {"backend", state.backend},
           {"delay_applied", state.netem},

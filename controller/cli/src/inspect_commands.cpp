@@ -41,6 +41,30 @@ nlohmann::json lab_status_json(const std::string& name) {
   return api::lab_status(found.topology, found.state, shaper.get(), false);
 }
 
+// Trace replays: position, lateness of the steps so far (actual apply - scheduled time).
+void print_replays(const nlohmann::json& s) {
+  if (!s.contains("replays") || s["replays"].empty()) return;
+  fmt::print("\n  {:<14} {:<9} {:>9} {:>6} {:>10} {:>10}  {:<24} {}\n", "replay", "state", "step", "loops", "position",
+             "next in", "lateness p50/p99/max", "trace");
+  for (const auto& r : s["replays"]) {
+    const auto& l = r["lateness_ms"];
+    const std::string position =
+        r.contains("position_ms") ? fmt::format("{:.3f}s", r["position_ms"].get<double>() / 1000) : "-";
+    const std::string next =
+        r["next_step_in_ms"].is_null() ? "-" : fmt::format("{:.0f}ms", r["next_step_in_ms"].get<double>());
+    std::string state = r["state"].get<std::string>();
+    if (r["failed"].get<std::uint64_t>() > 0) state += fmt::format(" ({} failed)", r["failed"].get<std::uint64_t>());
+    fmt::print("  {:<14} {:<9} {:>9} {:>6} {:>10} {:>10}  {:<24} {}{}\n",
+               fmt::format("{}->{}", r["src"].get<std::string>(), r["dst"].get<std::string>()), state,
+               fmt::format("{}/{}", r["step"].get<std::size_t>(), r["steps"].get<std::size_t>()),
+               r["mode"] == "loop" ? std::to_string(r["loops"].get<std::uint64_t>()) : "-", position, next,
+               fmt::format("{:.3f}/{:.3f}/{:.3f} ms", l["p50"].get<double>(), l["p99"].get<double>(),
+                           l["max"].get<double>()),
+               r["trace"].get<std::string>(),
+               r.contains("last_error") ? "\n    last error: " + r["last_error"].get<std::string>() : "");
+  }
+}
+
 void print_status(const nlohmann::json& s) {
   const auto& c = s["controller"];
   fmt::print("lab {}  topology {}  backend {}  controller {}\n", s["lab"].get<std::string>(),
@@ -87,6 +111,7 @@ void print_status(const nlohmann::json& s) {
                l["rate"].get<std::string>(), fmt::format("{}p", l["queue_limit_packets"].get<std::uint32_t>()), sent,
                packets, drops, queued);
   }
+  print_replays(s);
 }
 
 }  // namespace
@@ -184,6 +209,7 @@ int cmd_link_set(const LinkSetArgs& a) {
              l["dst"].get<std::string>(), l["delay"].get<std::string>(), l["jitter"].get<std::string>(),
              l["loss"].get<std::string>(), l["rate"].get<std::string>(), l["queue"].get<std::string>(),
              l["queue_limit_packets"].get<std::uint32_t>());
+  if (l.contains("note")) fmt::print("note: {}\n", l["note"].get<std::string>());
   return 0;
 }
 

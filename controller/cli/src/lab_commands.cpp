@@ -9,7 +9,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <functional>
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
@@ -23,6 +25,7 @@
 #include "wanlab/lab/state.hpp"
 #include "wanlab/lab/teardown.hpp"
 #include "wanlab/netlink/netlink.hpp"
+#include "wanlab/replay/trace.hpp"
 
 namespace wanlab::cli {
 namespace {
@@ -66,6 +69,7 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   const auto& name = topo.name;
   boost::asio::io_context ioc;
   boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  boost::asio::steady_timer flush_timer(ioc);  // state-file writes, off the request path
   std::unique_ptr<api::Server> server;
   std::unique_ptr<api::LabController> ctl;
   auto report = [&](const std::string& line) {
@@ -81,6 +85,7 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
       // do and ioc.run() returns.
       server->close();
       signals.cancel();
+      flush_timer.cancel();
     });
     server = std::make_unique<api::Server>(ioc, lab::socket_path(name), *ctl);
   } catch (const std::exception& e) {
@@ -96,10 +101,24 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   spdlog::info("lab {} is up: {} kernel operations in {:.1f} ms", name, ctl->operation_count(),
                ready["bring_up_ms"].get<double>());
   report("ready " + ready.dump());
+  std::function<void()> flush_later = [&] {
+    flush_timer.expires_after(std::chrono::milliseconds(200));
+    flush_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      try {
+        ctl->persist_if_dirty();
+      } catch (const std::exception& e) {
+        spdlog::warn("lab {}: state file not written: {}", name, e.what());
+      }
+      flush_later();
+    });
+  };
+  flush_later();
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("signal {}: tearing lab {} down", sig, name);
     server->close();
+    flush_timer.cancel();
   });
   ioc.run();
   const auto removed = ctl->teardown();
@@ -140,6 +159,23 @@ int cmd_up(const UpArgs& a) {
     fmt::print(stderr, "wanlab: {}\n", e.what());
     return 2;
   }
+  // Traces named by links are checked before anything is built; the controller starts
+  // their replays once the lab is up.
+  std::vector<std::string> replays;
+  for (const auto& l : topo.links) {
+    if (!l.trace) continue;
+    const auto link = fmt::format("{}->{}", topo.dcs[l.src].name, topo.dcs[l.dst].name);
+    try {
+      const auto trace = replay::load_trace(*l.trace);
+      replay::check_against(trace, l.params, link);
+      const auto s = replay::summarize(trace);
+      replays.push_back(fmt::format("link {} replays {} ({} steps over {}, {})", link, l.trace->string(), s.steps,
+                                    replay::human_trace_time(s.length), replay::to_string(trace.mode)));
+    } catch (const core::ConfigError& e) {
+      fmt::print(stderr, "wanlab: the trace of link {} ({}): {}\n", link, l.json_path, e.what());
+      return 2;
+    }
+  }
   if (!check_privileges("up")) return 1;
   const auto& name = topo.name;
 
@@ -163,14 +199,9 @@ int cmd_up(const UpArgs& a) {
   if (a.backend == "auto" && backend == "userspace")
     fmt::print("note: this kernel has no netem qdisc: the WAN runs in the userspace engine\n");
 
-  for (const auto& l : topo.links)
-    if (l.trace)
-      fmt::print("note: link {}->{} names trace {}: trace replay is not available yet; the link keeps the "
-                 "topology's fixed parameters\n",
-                 topo.dcs[l.src].name, topo.dcs[l.dst].name, l.trace->string());
-
   if (a.foreground) {
     spdlog::info("controller for lab {} running in the foreground (pid {})", name, ::getpid());
+    for (const auto& r : replays) spdlog::info("{}", r);
     return run_controller(topo, options, -1);
   }
 
@@ -210,6 +241,7 @@ int cmd_up(const UpArgs& a) {
                j["bring_up_ms"].get<double>());
     fmt::print("controller pid {}, API {}, log {}\n", j["pid"].get<int>(), lab::socket_path(name).string(),
                lab::log_path(name).string());
+    for (const auto& r : replays) fmt::print("{}\n", r);
     return 0;
   }
   int status = 0;

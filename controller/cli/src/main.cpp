@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands.hpp"
+#include "replay_commands.hpp"
 
 int main(int argc, char** argv) {
   using namespace wanlab::cli;
@@ -57,6 +58,8 @@ int main(int argc, char** argv) {
   set_cmd->add_option("--rate", ls.rate, "Rate, e.g. 100Mbit or 4.35Gbit");
   set_cmd->add_option("--queue", ls.queue, "Queue limit, packets (1000p) or bytes (4MB)");
 
+  ReplayCommands replay_commands(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
       return cmd_exec(exec_lab, exec_node, exec_argv);
     }
     if (*set_cmd) return cmd_link_set(ls);
+    if (auto rc = replay_commands.run()) return *rc;
   } catch (const std::exception& e) {
     fmt::print(stderr, "wanlab: {}\n", e.what());
     return 1;

@@ -61,7 +61,9 @@ void write_state(const LabState& s) {
     p += n;
     left -= static_cast<std::size_t>(n);
   }
-  ::fsync(fd);
+  // No fsync: the rename makes the update atomic for any process that reads it, even
+  // after this one is killed, and /run does not outlive a reboot anyway. (An fsync costs
+  // milliseconds on a disk-backed /run and would dominate every `link set`.)
   ::close(fd);
   fs::rename(tmp, dir / "state.json");
 }

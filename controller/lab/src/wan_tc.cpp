@@ -14,6 +14,16 @@ std::uint32_t htb_quantum(Rate rate, int mtu) {
   return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(rate.bytes_per_second() / 1000, frame, 200000));
 }
 
+std::uint32_t queue_limit_packets(const core::Topology& topo, const core::WanLink& link) {
+  const auto& p = link.params;
+  if (p.queue && p.queue->unit == QueueLimit::Unit::packets) return static_cast<std::uint32_t>(p.queue->value);
+  if (p.queue) {
+    const std::uint64_t frame = static_cast<std::uint64_t>(topo.lan.mtu) + 14;
+    return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, p.queue->value / frame));
+  }
+  return static_cast<std::uint32_t>(core::default_queue_packets(topo, link));
+}
+
 WanLinkTc wan_link_tc(const core::Topology& topo, const core::WanLink& link) {
   WanLinkTc tc;
   const auto src = static_cast<std::uint16_t>(link.src);
@@ -21,23 +31,21 @@ WanLinkTc wan_link_tc(const core::Topology& topo, const core::WanLink& link) {
   tc.leaf = {static_cast<std::uint16_t>(0x10 + src), 0};
   const auto& p = link.params;
   const int mtu = topo.lan.mtu;
-  tc.htb = {p.rate, p.rate, htb_burst(p.rate, mtu), htb_burst(p.rate, mtu), htb_quantum(p.rate, mtu)};
-
-  if (p.queue && p.queue->unit == QueueLimit::Unit::packets) {
-    tc.limit_packets = static_cast<std::uint32_t>(p.queue->value);
-  } else if (p.queue) {
-    const std::uint64_t frame = static_cast<std::uint64_t>(mtu) + 14;
-    tc.limit_packets = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, p.queue->value / frame));
-  } else {
-    tc.limit_packets = static_cast<std::uint32_t>(core::default_queue_packets(topo, link));
-  }
+  const bool outage = p.rate.bps == 0;
+  const Rate rate = outage ? kOutageHtbRate : p.rate;
+  tc.htb = {rate, rate, htb_burst(rate, mtu), htb_burst(rate, mtu), htb_quantum(rate, mtu)};
+  tc.limit_packets = queue_limit_packets(topo, link);
   tc.netem.delay = p.delay;
   tc.netem.jitter = p.jitter;
   tc.netem.loss = p.loss;
   tc.netem.limit = tc.limit_packets;
   // With jitter, a netem rate far above the link rate keeps packets in order at a cost of
   // 1/100 of a packet time each.
-  tc.netem.order_rate = p.jitter.count() > 0 ? Rate{p.rate.bps * 100} : Rate{};
+  tc.netem.order_rate = p.jitter.count() > 0 && !outage ? Rate{p.rate.bps * 100} : Rate{};
+  if (outage) {
+    tc.netem.loss = Probability{Probability::kOne};
+    tc.limit_packets = 0;  // the pfifo leaf (no netem) drops everything; netem keeps its limit
+  }
   return tc;
 }
 

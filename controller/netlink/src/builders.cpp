@@ -185,6 +185,12 @@ Message build_netem_qdisc(int ifindex, Handle parent, Handle handle, const Netem
     rate.rate = static_cast<std::uint32_t>(std::min<std::uint64_t>(bytes_per_second, UINT32_MAX));
     check(nla_put(msg.get(), TCA_NETEM_RATE, sizeof(rate), &rate), op, object);
     if (bytes_per_second > UINT32_MAX) check(nla_put_u64(msg.get(), TCA_NETEM_RATE64, bytes_per_second), op, object);
+  } else if (replace) {
+    // netem keeps the rate of an earlier change when a change carries no TCA_NETEM_RATE:
+    // clear it with a zero rate, or an order rate from a time with jitter would outlive
+    // the jitter (and cap the link once its rate is raised past it).
+    const tc_netem_rate none{};
+    check(nla_put(msg.get(), TCA_NETEM_RATE, sizeof(none), &none), op, object);
   }
   nlmsghdr* hdr = nlmsg_hdr(msg.get());
   auto* options = reinterpret_cast<nlattr*>(reinterpret_cast<char*>(hdr) + options_at);

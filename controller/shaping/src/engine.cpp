@@ -22,6 +22,10 @@ constexpr std::uint32_t kNoLink = UINT32_MAX;
 constexpr std::uint32_t kRxBudget = 256;       // frames per interface per loop turn
 constexpr Nanos kSpin = 40'000;                // spin, rather than sleep, this close to a deadline
 constexpr Nanos kPublishEvery = 10'000'000;    // counters snapshot period
+// Frames released are handed to the kernel in batches: when this many wait, when the
+// oldest has waited this long, or before the thread sleeps.
+constexpr std::uint32_t kFlushFrames = 64;
+constexpr Nanos kFlushAge = 10'000;
 
 Nanos mono_now() {
   timespec ts;
@@ -145,6 +149,7 @@ struct Engine::Impl {
   std::vector<std::unique_ptr<LinkModel>> models;      // per link
   std::vector<std::uint32_t> link_of;                  // [src * ports + dst] -> link or kNoLink
   std::unique_ptr<Pool> pool;
+  std::size_t pool_slots = 0;
   EventHeap heap;
   int wake_fd = -1;
   std::thread thread;
@@ -172,14 +177,42 @@ struct Engine::Impl {
     }
     // One pool for all links: in practice far fewer slots are used than the sum allows,
     // and unused slots cost address space only.
-    pool = std::make_unique<Pool>(std::min<std::size_t>(capacity, 4u << 20), cfg.ring.frame_size);
-    for (const auto& p : cfg.ports) sockets.push_back(std::make_unique<PacketSocket>(router, p.ifname, cfg.ring));
+    const auto t0 = std::chrono::steady_clock::now();
+    // Twice the starting capacities leaves room for links changed to a larger rate x delay.
+    pool_slots = std::min<std::size_t>(std::max<std::size_t>(2 * capacity, 1u << 18), 4u << 20);
+    pool = std::make_unique<Pool>(pool_slots, cfg.ring.frame_size);
+    const auto t1 = std::chrono::steady_clock::now();
+    open_sockets(router);
+    const auto t2 = std::chrono::steady_clock::now();
+    spdlog::debug("engine: {} link models, pool of {} slots in {:.1f} ms, {} packet sockets in {:.1f} ms", models.size(),
+                  pool_slots,
+                  std::chrono::duration<double, std::milli>(t1 - t0).count(), sockets.size(),
+                  std::chrono::duration<double, std::milli>(t2 - t1).count());
     published.resize(cfg.links.size());
     wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake_fd < 0) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
   }
   ~Impl() {
     if (wake_fd >= 0) ::close(wake_fd);
+  }
+
+  // Each ring setup waits for an RCU grace period in the kernel; opening the sockets in
+  // parallel lets those waits overlap (one lab-wide wait instead of two per DC).
+  void open_sockets(const netlink::Netns& router) {
+    sockets.resize(cfg.ports.size());
+    std::vector<std::exception_ptr> errors(cfg.ports.size());
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < cfg.ports.size(); ++i)
+      threads.emplace_back([&, i] {
+        try {
+          sockets[i] = std::make_unique<PacketSocket>(router, cfg.ports[i].ifname, cfg.ring);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
   }
 
   void wake() const {
@@ -268,6 +301,7 @@ struct Engine::Impl {
     }
     for (auto& [id, p] : todo) {
       auto& m = *models[id];
+      m.reserve(link_capacity(p));  // a larger rate x delay needs room for more packets
       m.set_params(p, now);
       free_lost(m);
       heap.update(id, m.next_event());
@@ -288,7 +322,13 @@ struct Engine::Impl {
     std::vector<pollfd> fds(nports + 1);
     for (std::size_t i = 0; i < nports; ++i) fds[i] = {sockets[i]->fd(), POLLIN, 0};
     fds[nports] = {wake_fd, POLLIN, 0};
-    std::vector<bool> dirty(nports, false);
+    std::vector<std::uint32_t> pending_tx(nports, 0);
+    Nanos oldest_pending = kNever;
+    auto flush_all = [&] {
+      for (std::size_t p = 0; p < nports; ++p)
+        if (pending_tx[p]) sockets[p]->flush(), pending_tx[p] = 0;
+      oldest_pending = kNever;
+    };
     Nanos next_publish = 0;
 
     while (running.load(std::memory_order_relaxed)) {
@@ -318,12 +358,12 @@ struct Engine::Impl {
         const std::size_t dst = cfg.links[id].dst;
         while (auto slot = m.release(now)) {
           transmit(dst, *slot);
-          dirty[dst] = true;
+          if (++pending_tx[dst] >= kFlushFrames) sockets[dst]->flush(), pending_tx[dst] = 0;
+          oldest_pending = std::min(oldest_pending, now);
         }
         heap.update(id, m.next_event());
       }
-      for (std::size_t p = 0; p < nports; ++p)
-        if (dirty[p]) sockets[p]->flush(), dirty[p] = false;
+      if (oldest_pending != kNever && now - oldest_pending >= kFlushAge) flush_all();
 
       if (now >= next_publish) {
         publish();
@@ -334,7 +374,11 @@ struct Engine::Impl {
       // Sleep until the next release (or a frame, or a wake-up); spin the last stretch.
       const Nanos next = std::min(heap.top_key(), next_publish);
       const Nanos wait = next - mono_now();
-      if (wait <= kSpin) continue;
+      if (wait <= kSpin) {
+        if (oldest_pending != kNever && wait > kFlushAge - (now - oldest_pending)) flush_all();
+        continue;
+      }
+      flush_all();
       stats.wakeups++;
       const Nanos sleep = wait - kSpin / 2;
       timespec ts{static_cast<time_t>(sleep / 1'000'000'000), static_cast<long>(sleep % 1'000'000'000)};
@@ -344,6 +388,7 @@ struct Engine::Impl {
         [[maybe_unused]] auto n = ::read(wake_fd, &v, sizeof v);
       }
     }
+    flush_all();
     publish();
   }
 };

@@ -16,6 +16,14 @@ LinkModel::LinkModel(const LinkModelParams& params, std::size_t capacity, std::u
   lost_.reserve(capacity);
 }
 
+void LinkModel::reserve(std::size_t capacity) {
+  if (capacity <= capacity_) return;
+  queue_.grow(capacity);
+  flight_.grow(capacity);
+  lost_.reserve(capacity);
+  capacity_ = capacity;
+}
+
 Nanos LinkModel::serialization_end(std::uint32_t bits, Nanos start) const {
   if (params_.rate.bps == 0) return kNever;
   __extension__ using u128 = unsigned __int128;

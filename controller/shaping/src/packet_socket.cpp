@@ -37,7 +37,10 @@ PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, 
     : ifname_(ifname), geo_(geometry) {
   {
     netlink::ScopedNetns in(ns);
-    fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(ETH_P_ALL));
+    // Protocol 0: the socket receives nothing until bind() names ETH_P_ALL below. A socket
+    // that is already receiving makes every ring setup and the bind wait for an RCU grace
+    // period (synchronize_net, ~15 ms each).
+    fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd_ < 0) fail("socket(AF_PACKET)", ifname, errno);
   }
   try {
@@ -59,7 +62,9 @@ PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, 
     // A full TX ring frame is dropped rather than blocking the engine.
     if (::setsockopt(fd_, SOL_PACKET, PACKET_LOSS, &one, sizeof one) != 0) fail("PACKET_LOSS", ifname, errno);
 
-    const std::uint32_t block = 1u << 20;  // 1 MiB blocks
+    // 64 KiB blocks: order-4 allocations the kernel finds at once (1 MiB blocks made each
+    // ring take tens of milliseconds to set up).
+    const std::uint32_t block = 64u << 10;
     auto ring_req = [&](std::uint32_t frames) {
       tpacket_req r{};
       r.tp_block_size = block;
@@ -70,7 +75,7 @@ PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, 
     };
     if (block % geo_.frame_size != 0 || geo_.rx_frames % (block / geo_.frame_size) != 0 ||
         geo_.tx_frames % (block / geo_.frame_size) != 0)
-      throw std::invalid_argument("ring geometry: frames must fill whole 1 MiB blocks");
+      throw std::invalid_argument("ring geometry: frames must fill whole 64 KiB blocks");
     auto rx = ring_req(geo_.rx_frames);
     auto tx = ring_req(geo_.tx_frames);
     if (::setsockopt(fd_, SOL_PACKET, PACKET_RX_RING, &rx, sizeof rx) != 0) fail("PACKET_RX_RING", ifname, errno);

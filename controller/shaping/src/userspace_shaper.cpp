@@ -57,4 +57,11 @@ LinkCounters UserspaceShaper::counters(const core::Topology&, const core::WanLin
   return c;
 }
 
+std::vector<std::pair<std::string, std::uint64_t>> UserspaceShaper::stats() const {
+  const auto s = engine_->stats();
+  return {{"rx_frames", s.rx_frames},         {"forwarded", s.forwarded},   {"not_for_wan", s.not_for_wan},
+          {"unroutable", s.unroutable},       {"truncated", s.truncated},   {"ttl_expired", s.ttl_expired},
+          {"pool_exhausted", s.pool_exhausted}, {"tx_ring_full", s.tx_ring_full}, {"sleeps", s.wakeups}};
+}
+
 }  // namespace wanlab::shaping

@@ -6,6 +6,13 @@
 //                                      -> the link's new parameters
 //   POST /v1/shutdown                  -> tears the lab down (answers what it removed), then
 //                                         the controller exits
+//   GET  /v1/replays                   -> {"replays": [...]}: every trace replay, its position
+//                                         and step lateness
+//   POST /v1/replays                   body {"link": "use:euw", "trace": "/abs/path.csv",
+//                                         "mode"?: "loop"|"hold", "format"?: "csv"|"mahimahi",
+//                                         "window"?: "100ms"} -> the replay (replaces one
+//                                         running on that link)
+//   DELETE /v1/replays[/{src}/{dst}]   -> {"stopped": [...]}: stops every replay, or one
 // Errors: {"error": {"code": "...", "message": "...", "field": "..."?}} with 4xx/5xx.
 #include <optional>
 #include <stdexcept>
@@ -14,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "wanlab/common/units.hpp"
+#include "wanlab/replay/trace.hpp"
 
 namespace wanlab::api {
 
@@ -38,6 +46,15 @@ struct LinkChange {
   std::optional<Rate> rate;
   std::optional<QueueLimit> queue;
   bool empty() const { return !delay && !jitter && !loss && !rate && !queue; }
+};
+
+/// A trace replay to start on a directed link.
+struct ReplayRequest {
+  std::string src, dst;
+  std::string trace;                    // absolute path: the controller reads it
+  std::optional<replay::EndMode> mode;  // overrides the file's #@ mode
+  std::string format = "csv";           // csv | mahimahi (imported into rate steps)
+  std::optional<Duration> window;       // mahimahi only: the binning window
 };
 
 /// An error the API reports as such (bad request, unknown link...).
@@ -65,10 +82,24 @@ class Controller {
   virtual nlohmann::json set_link(const std::string& src, const std::string& dst, const LinkChange& change) = 0;
   /// Tears the lab down and arranges for the controller to exit; returns what was removed.
   virtual nlohmann::json shutdown() = 0;
+
+  // Trace replay. The defaults answer 501, for controllers that do not replay.
+  /// Starts (or restarts) a replay; returns its status. Throws ApiError for unknown links
+  /// and invalid traces (400, the message listing every problem with line and column).
+  virtual nlohmann::json start_replay(const ReplayRequest& request);
+  /// {"replays": [...]}.
+  virtual nlohmann::json replays();
+  /// Stops the replay of one link (404 when there is none), or every replay when `link` is
+  /// nullopt; returns {"stopped": [...]}, each replay's final status.
+  virtual nlohmann::json stop_replays(const std::optional<std::pair<std::string, std::string>>& link);
 };
 
 /// Parses a link-change body; throws ApiError naming the offending field.
 LinkChange parse_link_change(const std::string& body);
+/// Parses a replay body; throws ApiError naming the offending field.
+ReplayRequest parse_replay_request(const std::string& body);
+/// "use:euw" -> {"use", "euw"}; throws ApiError naming `field`.
+std::pair<std::string, std::string> parse_link_ref(const std::string& text, const std::string& field);
 
 Response handle(const Request& request, Controller& controller);
 

@@ -1,15 +1,33 @@
 #pragma once
 // A running lab, owned by the controller daemon: builds it (state on disk first, then the
-// plan), serves status and in-place link changes, and tears it down.
+// plan), serves status and in-place link changes, replays traces, and tears it down.
+//
+// Threads: the API (the daemon's io thread) and one thread per trace replay call in. One
+// mutex guards the topology, the state and the shaper (the kernel backend's netlink socket
+// is not thread-safe); another guards the set of replays. They are never held together,
+// and a replay thread is joined (stopped) only with neither held, since its steps take the
+// first.
+//
+// Replays. A replay step changes the link exactly as `link set` does (the topology, so
+// `status` shows the values in force, then the shaper, in place) but does not rewrite the
+// state file: an fsync per step would cost milliseconds where /run is on disk. The state
+// file catches up when a replay ends or is stopped, and with every `link set`.
+// A `link set` on a link being replayed applies at once; the replay's next step sets the
+// parameters it names again (its answer says so).
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "wanlab/api/handler.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/lab/state.hpp"
 #include "wanlab/lab/teardown.hpp"
+#include "wanlab/replay/runner.hpp"
 #include "wanlab/shaping/link_shaper.hpp"
 
 namespace wanlab::lab {
@@ -22,6 +40,7 @@ struct UpOptions {
   std::string backend = "auto";  // auto | kernel | userspace
   bool netem = false;            // decided by the caller (netlink::netem_available())
   std::uint64_t seed = 1;        // the userspace engine's jitter and loss
+  int replay_priority = 1;       // SCHED_FIFO priority of replay threads (0: ordinary scheduling)
 };
 
 /// auto picks kernel where netem exists, userspace elsewhere.
@@ -29,7 +48,9 @@ std::string resolve_backend(const std::string& requested, bool netem);
 
 class LabController final : public Controller {
  public:
-  /// Builds the lab. On failure removes everything it made, then throws.
+  /// Builds the lab, then starts the replay of every link that names a trace (the traces
+  /// must be valid: `up` checks them first). On failure removes everything it made, then
+  /// throws.
   /// `on_shutdown` runs after a shutdown request has torn the lab down (the daemon stops
   /// serving there).
   LabController(core::Topology topo, const UpOptions& options, std::function<void()> on_shutdown = {});
@@ -38,14 +59,46 @@ class LabController final : public Controller {
   nlohmann::json status() override;
   nlohmann::json set_link(const std::string& src, const std::string& dst, const LinkChange& change) override;
   nlohmann::json shutdown() override;
+  /// Writes the state file if a `link set` changed the lab since the last write (the
+  /// daemon calls this periodically, keeping the file off the request path).
+  void persist_if_dirty();
+  nlohmann::json start_replay(const ReplayRequest& request) override;
+  nlohmann::json replays() override;
+  nlohmann::json stop_replays(const std::optional<std::pair<std::string, std::string>>& link) override;
 
-  /// Removes the lab's kernel objects (idempotent). The state folder is the caller's.
+  /// Removes the lab's kernel objects (idempotent), replays stopped first. The state folder
+  /// is the caller's.
   lab::TeardownReport teardown();
+  /// The topology as built (link parameters change under replays: use status() for them).
   const core::Topology& topology() const { return topo_; }
   std::chrono::nanoseconds bring_up_time() const { return bring_up_time_; }
   std::size_t operation_count() const { return op_count_; }
 
  private:
+  using LinkKey = std::pair<std::size_t, std::size_t>;  // (src, dst) DC indices
+  struct ActiveReplay {
+    std::string trace_path;
+    std::string format;      // csv | mahimahi
+    std::string started_at;  // ISO 8601 UTC, milliseconds
+    std::unique_ptr<replay::ReplayThread> thread;
+  };
+
+  // Caller holds mutex_. Sets `link`'s parameters in the topology and applies them in place
+  // (and the reverse link's, whose default queue limit follows this link's delay); rolls the
+  // topology back and throws ApiError if the shaper fails.
+  void change_link_locked(core::WanLink& link, const core::LinkParams& params);
+  LinkKey link_key(const std::string& src, const std::string& dst) const;  // throws ApiError (404)
+  std::string link_name(const LinkKey& k) const;
+  void apply_replay_step(const LinkKey& k, const replay::Step& step);
+  // Starts a replay of a parsed trace (replacing one on the same link); returns its status.
+  nlohmann::json launch_replay(const LinkKey& k, replay::Trace trace, const std::string& path, const std::string& format);
+  void stop_all_replays();
+  // Rewrites the state file from the topology now. The write (an fsync) happens outside
+  // mutex_, so replay steps do not wait for the disk; state_file_mutex_ orders the writers.
+  void persist_state();
+  std::atomic<bool> state_dirty_{false};
+  nlohmann::json replay_json(const LinkKey& k, const ActiveReplay& r) const;
+
   core::Topology topo_;
   lab::LabState state_;
   std::unique_ptr<lab::NetlinkKernel> kernel_;
@@ -54,7 +107,18 @@ class LabController final : public Controller {
   std::chrono::nanoseconds bring_up_time_{};
   std::size_t op_count_ = 0;
   bool torn_down_ = false;
+  mutable std::mutex mutex_;  // topo_, state_, shaper_, torn_down_
+  mutable std::mutex replays_mutex_;
+  std::mutex state_file_mutex_;  // taken before mutex_, never inside it
+  int replay_priority_ = 1;
+  // Last member: destroyed (threads joined) before everything their steps touch.
+  std::map<LinkKey, ActiveReplay> replays_;
 };
+
+/// The JSON of a replay's progress (what status lists under "replays"), given its trace,
+/// the time now on the replay's clock, and where it came from.
+nlohmann::json replay_status_json(const replay::ReplayProgress& progress, const replay::Trace& trace,
+                                  Duration now);
 
 /// The status document of a lab (what `wanlab status --json` prints). `shaper` may be
 /// null (counters then omitted); `controller_running` tells whether a daemon owns it.

@@ -34,7 +34,7 @@ struct LabState {
 nlohmann::json to_json(const LabState& s);
 LabState state_from_json(const nlohmann::json& j);
 
-/// Atomic write (temporary file, fsync, rename).
+/// Atomic write (temporary file, then rename).
 void write_state(const LabState& s);
 std::optional<LabState> read_state(const std::string& lab);
 /// Labs that have a state folder.

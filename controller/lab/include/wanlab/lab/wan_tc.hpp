@@ -21,7 +21,18 @@ struct WanLinkTc {
   std::uint32_t limit_packets = 0;
 };
 
+/// A rate of 0 is an outage (trace replay). HTB cannot have a zero rate, so the leaf drops
+/// every packet that arrives (netem loss 100 %, or a pfifo limit of 0) and the class runs
+/// fast, at kOutageHtbRate: the packets queued before the outage (at most the queue limit)
+/// leave at once, as if the cut happened behind them. A slow class would instead trickle
+/// them out for the whole outage, each one inflating the sender's RTT estimate and so its
+/// retransmission timeout, and delaying recovery by seconds.
+inline constexpr Rate kOutageHtbRate{10'000'000'000};
+
 WanLinkTc wan_link_tc(const core::Topology& topo, const core::WanLink& link);
+
+/// The link's queue limit in packets (its `queue`, or 1.5 x BDP), outage or not.
+std::uint32_t queue_limit_packets(const core::Topology& topo, const core::WanLink& link);
 
 /// HTB bucket size for a rate: 1 ms worth of bytes, at least 4 full frames, so the
 /// average rate holds under timer slack without letting long bursts through.

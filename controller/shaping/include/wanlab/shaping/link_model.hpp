@@ -90,6 +90,9 @@ class LinkModel {
   const LinkModelCounters& counters() const { return counters_; }
   LinkModelCounters& counters() { return counters_; }
   std::size_t capacity() const { return capacity_; }
+  /// Raises the capacity (for a change to a larger rate x delay); never shrinks. Allocates,
+  /// so the engine calls it only when parameters change, not per packet.
+  void reserve(std::size_t capacity);
 
  private:
   struct Queued {
@@ -117,6 +120,16 @@ class LinkModel {
       tail_ = (tail_ + 1) % buf_.size();
     }
     void pop() { head_ = (head_ + 1) % buf_.size(); }
+    /// Larger capacity, same contents in the same order.
+    void grow(std::size_t cap) {
+      if (cap + 1 <= buf_.size()) return;
+      std::vector<T> bigger(cap + 1);
+      std::size_t n = 0;
+      for (std::size_t i = head_; i != tail_; i = (i + 1) % buf_.size()) bigger[n++] = buf_[i];
+      buf_ = std::move(bigger);
+      head_ = 0;
+      tail_ = n;
+    }
 
    private:
     std::vector<T> buf_;

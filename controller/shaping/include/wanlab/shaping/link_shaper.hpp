@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "wanlab/core/topology.hpp"
 
@@ -33,6 +35,8 @@ class LinkShaper {
   /// Applies `link.params` (already updated in `topo`) in place: queues are kept.
   virtual void apply(const core::Topology& topo, const core::WanLink& link) = 0;
   virtual LinkCounters counters(const core::Topology& topo, const core::WanLink& link) = 0;
+  /// Backend-wide counters worth showing in `status` (name, value); none by default.
+  virtual std::vector<std::pair<std::string, std::uint64_t>> stats() const { return {}; }
 };
 
 }  // namespace wanlab::shaping

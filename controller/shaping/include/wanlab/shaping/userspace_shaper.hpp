@@ -24,7 +24,7 @@ class UserspaceShaper final : public LinkShaper {
   bool applies_delay() const override { return true; }
   void apply(const core::Topology& topo, const core::WanLink& link) override;
   LinkCounters counters(const core::Topology& topo, const core::WanLink& link) override;
-  EngineStats stats() const { return engine_->stats(); }
+  std::vector<std::pair<std::string, std::uint64_t>> stats() const override;
 
  private:
   std::unique_ptr<Engine> engine_;

@@ -1,0 +1,266 @@
+// replay_lateness: how late trace-replay steps land while heavy traffic crosses the link.
+//
+// For each backend asked for (default: kernel and userspace), builds a two-DC lab in-process
+// (lab `wlbench-replay`, RTT 2 ms, link rate --link-rate), starts an iperf3 flow use-0 ->
+// euw-0 (--streams parallel TCP connections) and, once it runs, replays a fast looping
+// trace on use->euw through api::LabController::start_replay (the controller's path): a
+// step every --step-ms, alternating between --rate-a and --rate-b, for --duration seconds.
+// Then it reads the replay's lateness (actual apply time - scheduled time, over every step)
+// and the traffic iperf3's receiver saw. With --idle it first runs the same replay with no
+// traffic, for reference.
+//
+// Needs root and iperf3. Usage:
+//   replay_lateness [--backends kernel,userspace] [--duration 20] [--step-ms 10]
+//                   [--rate-a 1.2Gbit] [--rate-b 1Gbit] [--streams 4] [--priority 1] [--idle] [--json]
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "wanlab/api/lab_controller.hpp"
+#include "wanlab/core/topology.hpp"
+#include "wanlab/lab/naming.hpp"
+#include "wanlab/lab/state.hpp"
+#include "wanlab/lab/teardown.hpp"
+#include "wanlab/netlink/netlink.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace wanlab;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) {
+  g_stop = true;
+}
+
+void clear_lab(const std::string& lab) {
+  if (lab::controller_alive(lab))
+    throw std::runtime_error(fmt::format(
+        "a wanlab controller is running lab '{}'; pick another name with --lab or run `wanlab down {}`", lab, lab));
+  lab::teardown(lab, {});
+  lab::remove_lab_dir(lab);
+}
+
+struct LabGuard {
+  std::unique_ptr<api::LabController> ctl;
+  std::string lab;
+  ~LabGuard() {
+    if (!ctl) return;
+    try {
+      ctl->teardown();
+      lab::remove_lab_dir(lab);
+    } catch (const std::exception& e) {
+      spdlog::error("teardown of lab {} failed: {} (run `wanlab down {}`)", lab, e.what(), lab);
+    }
+  }
+};
+
+// A process in a lab namespace (`ip netns exec NS argv...`, posix_spawn: this process has
+// threads), stdout to a file. Killed (SIGTERM, by its pid) if still running at destruction.
+class Proc {
+ public:
+  Proc(const std::string& ns, const std::vector<std::string>& argv, const fs::path& out) {
+    std::vector<std::string> all{"ip", "netns", "exec", ns};
+    all.insert(all.end(), argv.begin(), argv.end());
+    std::vector<char*> args;
+    for (auto& a : all) args.push_back(a.data());
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    const int rc = ::posix_spawnp(&pid_, "ip", &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) throw std::runtime_error(fmt::format("posix_spawn ip netns exec {}: {}", ns, std::strerror(rc)));
+  }
+  ~Proc() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      wait();
+    }
+  }
+  int wait() {
+    int status = 0;
+    while (pid_ > 0 && ::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct Result {
+  std::string backend, phase;
+  nlohmann::json replay;   // the replay's status JSON when stopped
+  double traffic_bps = 0;  // iperf3 receiver, over the whole flow
+  int streams = 0;
+};
+
+core::Topology lab_topology(const std::string& lab, Rate rate) {
+  const nlohmann::json doc = {{"name", lab},
+                              {"dcs", {{{"name", "use"}, {"nodes", 1}}, {{"name", "euw"}, {"nodes", 1}}}},
+                              {"wan", {{{"between", {"use", "euw"}}, {"rtt", "2ms"}, {"rate", to_string(rate)}}}}};
+  return core::parse_topology(doc, "replay_lateness", ".");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Step lateness of trace replay while traffic flows, per shaping backend (needs root and iperf3)"};
+  std::string backends = "kernel,userspace", lab_name = "wlbench-replay", rate_a = "1.2Gbit", rate_b = "1Gbit";
+  int duration = 20, step_ms = 10, streams = 4, priority = 1;
+  bool idle = false, json = false;
+  app.add_option("--backends", backends, "comma-separated: kernel, userspace");
+  app.add_option("--duration", duration, "seconds of replay per run")->check(CLI::PositiveNumber);
+  app.add_option("--step-ms", step_ms, "milliseconds between steps")->check(CLI::PositiveNumber);
+  app.add_option("--rate-a", rate_a, "the trace alternates between --rate-a ...");
+  app.add_option("--rate-b", rate_b, "... and --rate-b");
+  app.add_option("--streams", streams, "parallel iperf3 TCP connections")->check(CLI::PositiveNumber);
+  app.add_option("--priority", priority, "SCHED_FIFO priority of the replay thread (0: ordinary scheduling)");
+  app.add_option("--lab", lab_name, "lab name");
+  app.add_flag("--idle", idle, "also measure with no traffic, first");
+  app.add_flag("--json", json, "results as JSON on stdout (the text goes to stderr)");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+  std::ostream& out = json ? std::cerr : std::cout;
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  try {
+    if (::geteuid() != 0) throw std::runtime_error("needs root (network namespaces, netlink)");
+    const auto ra = parse_rate(rate_a), rb = parse_rate(rate_b);
+    if (!ra || !rb) throw std::runtime_error("--rate-a/--rate-b: " + ra.error + rb.error);
+    const bool netem = netlink::netem_available();
+    const auto dir = fs::temp_directory_path() / fmt::format("wanlab-replay-lateness-{}", ::getpid());
+    fs::create_directories(dir);
+    const auto trace_file = dir / "fast.csv";
+    std::ofstream(trace_file) << fmt::format("#@ mode=loop end={}ms\ntime,rate\n0ms,{}\n{}ms,{}\n", 2 * step_ms,
+                                             to_string(ra.value), step_ms, to_string(rb.value));
+
+    std::vector<std::string> which;
+    for (std::size_t start = 0; start <= backends.size();) {
+      const auto end = backends.find(',', start);
+      which.push_back(backends.substr(start, end == std::string::npos ? std::string::npos : end - start));
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+    out << fmt::format(
+        "replay lateness: a step every {} ms alternating {} / {} on use->euw for {} s; traffic: iperf3 use-0 -> euw-0, "
+        "{} TCP streams; replay thread priority {}; netem {}\n",
+        step_ms, to_string(ra.value), to_string(rb.value), duration, streams,
+        priority > 0 ? fmt::format("SCHED_FIFO {}", priority) : "normal", netem ? "present" : "absent");
+
+    std::vector<Result> results;
+    for (const auto& backend : which) {
+      if (g_stop) break;
+      clear_lab(lab_name);
+      LabGuard guard{nullptr, lab_name};
+      api::UpOptions opts{.backend = backend, .netem = netem, .seed = 1, .replay_priority = priority};
+      guard.ctl = std::make_unique<api::LabController>(lab_topology(lab_name, std::max(ra.value, rb.value)), opts);
+      auto& ctl = *guard.ctl;
+      const auto ns_use = lab::ns_node(lab_name, "use-0"), ns_euw = lab::ns_node(lab_name, "euw-0");
+
+      auto measure = [&](const std::string& phase, bool traffic) {
+        if (g_stop) return;
+        std::unique_ptr<Proc> server, client;
+        const auto client_out = dir / fmt::format("{}-{}-client.json", backend, phase);
+        if (traffic) {
+          server = std::make_unique<Proc>(ns_euw, std::vector<std::string>{"iperf3", "-s", "-1"}, dir / "server.txt");
+          std::this_thread::sleep_for(500ms);
+          client = std::make_unique<Proc>(
+              ns_use,
+              std::vector<std::string>{"iperf3", "-c", "198.18.4.2", "-J", "-P", std::to_string(streams), "-t",
+                                       std::to_string(duration + 2), "-O", "1"},
+              client_out);
+          std::this_thread::sleep_for(1500ms);  // let the flows ramp up first
+        }
+        api::ReplayRequest req;
+        req.src = "use";
+        req.dst = "euw";
+        req.trace = trace_file.string();
+        ctl.start_replay(req);
+        for (int i = 0; i < duration * 10 && !g_stop; ++i) std::this_thread::sleep_for(100ms);
+        const auto stopped = ctl.stop_replays(std::pair<std::string, std::string>{"use", "euw"});
+        Result r{backend, phase, stopped["stopped"][0], 0, traffic ? streams : 0};
+        if (client) {
+          client->wait();
+          try {
+            const auto j = nlohmann::json::parse(slurp(client_out));
+            r.traffic_bps = j["end"]["sum_received"]["bits_per_second"].get<double>();
+          } catch (const std::exception& e) {
+            spdlog::warn("iperf3 output unreadable: {}", e.what());
+          }
+        }
+        const auto& l = r.replay["lateness_ms"];
+        const auto& a = r.replay["apply_ms"];
+        out << fmt::format(
+            "  {:<10} {:<8} steps {:>5} (skipped {}, failed {})  lateness p50/p99/max {:.3f}/{:.3f}/{:.3f} ms  "
+            "(apply {:.3f}/{:.3f}/{:.3f})  traffic {:.0f} Mbit/s  [{}]\n",
+            backend, phase, r.replay["applied"].get<std::uint64_t>(), r.replay["skipped"].get<std::uint64_t>(),
+            r.replay["failed"].get<std::uint64_t>(), l["p50"].get<double>(), l["p99"].get<double>(),
+            l["max"].get<double>(), a["p50"].get<double>(), a["p99"].get<double>(), a["max"].get<double>(),
+            r.traffic_bps / 1e6, r.replay.value("scheduling", ""));
+        results.push_back(std::move(r));
+      };
+      if (idle) measure("idle", false);
+      measure("traffic", true);
+    }
+    fs::remove_all(dir);
+    if (g_stop) {
+      out << "interrupted (labs torn down)\n";
+      return 130;
+    }
+    if (json) {
+      nlohmann::json doc = nlohmann::json::array();
+      for (const auto& r : results)
+        doc.push_back({{"backend", r.backend},
+                       {"phase", r.phase},
+                       {"step_ms", step_ms},
+                       {"duration_s", duration},
+                       {"rates", {to_string(ra.value), to_string(rb.value)}},
+                       {"streams", r.streams},
+                       {"traffic_mbit_s", r.traffic_bps / 1e6},
+                       {"netem", netem},
+                       {"replay", r.replay}});
+      std::cout << doc.dump(2) << "\n";
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "replay_lateness: " << e.what() << "\n";
+    return 1;
+  }
+}
