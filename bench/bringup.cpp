@@ -36,6 +36,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "support.hpp"
 #include "wanlab/api/lab_controller.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/lab/apply.hpp"
@@ -50,12 +51,6 @@ namespace {
 using namespace wanlab;
 using Clock = std::chrono::steady_clock;
 
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) {
-  g_stop = true;
-}
-
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -65,28 +60,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const auto n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// The shipped topology: as given, else relative to the source tree (so the binary works
-// from any working directory of a checkout).
-std::filesystem::path resolve_topology(const std::string& given) {
-  std::filesystem::path p(given);
-  if (std::filesystem::exists(p) || p.is_absolute()) return p;
-  const auto repo = std::filesystem::path(__FILE__).parent_path().parent_path();
-  if (std::filesystem::exists(repo / p)) return repo / p;
-  return p;  // load_topology reports it
-}
-
-// Removes whatever a previous (crashed) run of this benchmark left under the lab's name.
-// Refuses if a controller daemon owns a lab of that name.
-void clear_lab(const std::string& lab) {
-  if (lab::controller_alive(lab))
-    throw std::runtime_error(fmt::format(
-        "a wanlab controller is running lab '{}'; pick another name with --lab or run `wanlab down {}`", lab, lab));
-  const auto report = lab::teardown(lab, {});
-  if (!report.removed.empty())
-    spdlog::warn("removed {} namespace(s) left over from an earlier lab '{}'", report.removed.size(), lab);
-  lab::remove_lab_dir(lab);
 }
 
 // The canary: a veth pair whose host end we watch and whose other end sits in a lab
@@ -122,21 +95,6 @@ class Canary {
   std::string name_;
 };
 
-// Tears a lab down on every exit path.
-struct LabGuard {
-  std::unique_ptr<api::LabController> ctl;
-  std::string lab;
-  ~LabGuard() {
-    if (!ctl) return;
-    try {
-      ctl->teardown();
-      lab::remove_lab_dir(lab);
-    } catch (const std::exception& e) {
-      spdlog::error("teardown of lab {} failed: {} (run `wanlab down {}`)", lab, e.what(), lab);
-    }
-  }
-};
-
 struct RunResult {
   double bringup_ms = 0;
   double teardown_ms = 0;
@@ -146,7 +104,7 @@ struct RunResult {
 
 RunResult one_run(const core::Topology& topo, const api::UpOptions& options, int run, bool watch_freed) {
   RunResult r;
-  LabGuard guard{nullptr, topo.name};
+  bench::LabGuard guard{nullptr, topo.name};
   const auto t0 = Clock::now();
   guard.ctl = std::make_unique<api::LabController>(topo, options);
   const auto t1 = Clock::now();
@@ -266,15 +224,11 @@ int main(int argc, char** argv) {
   spdlog::set_level(verbose ? spdlog::level::info : spdlog::level::warn);
   std::ostream& out = json ? std::cerr : std::cout;
 
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  bench::install_stop_handlers();
 
   try {
     if (::geteuid() != 0) throw std::runtime_error("needs root (network namespaces, netlink)");
-    const auto topo_path = resolve_topology(topology_arg);
+    const auto topo_path = bench::resolve_topology(topology_arg);
     auto topo = core::load_topology(topo_path);
     const std::string topo_name = topo.name;
     if (!lab_name.empty()) topo.name = lab_name;
@@ -289,12 +243,12 @@ int main(int argc, char** argv) {
                        plan.ops.size(), netem ? "available" : "NOT available",
                        netem ? "WAN leaves are netem" : "WAN leaves are pfifo, no delay/jitter/loss");
 
-    clear_lab(topo.name);
+    bench::clear_lab(topo.name);
 
     std::vector<RunResult> results;
     out << fmt::format("  {:>4} {:>12} {:>12} {:>12} {:>6}\n", "run", "bring-up ms", "teardown ms", "freed +ms",
                        "netns");
-    for (int i = 1; i <= runs && !g_stop; ++i) {
+    for (int i = 1; i <= runs && !bench::g_stop; ++i) {
       auto r = one_run(topo, options, i, !no_freed);
       out << fmt::format("  {:>4} {:>12.1f} {:>12.1f} {:>12} {:>6}\n", i, r.bringup_ms, r.teardown_ms,
                          r.freed_ms ? fmt::format("{:.1f}", *r.freed_ms) : "-", r.namespaces);
@@ -338,13 +292,13 @@ int main(int argc, char** argv) {
       if (r.freed_ms) j["freed_after_teardown_ms"] = *r.freed_ms;
       doc["runs"].push_back(j);
     }
-    if (profile && !g_stop) {
+    if (profile && !bench::g_stop) {
       std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
       doc["profile"] = profile_run(topo, netem, out);
       lab::remove_lab_dir(topo.name);
     }
     if (json) std::cout << doc.dump(2) << "\n";
-    return g_stop ? 130 : 0;
+    return bench::g_stop ? 130 : 0;
   } catch (const std::exception& e) {
     std::cerr << "bringup: " << e.what() << "\n";
     return 1;

@@ -46,6 +46,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "support.hpp"
 #include "wanlab/api/lab_controller.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/lab/naming.hpp"
@@ -59,43 +60,6 @@ namespace {
 
 using namespace wanlab;
 using Clock = std::chrono::steady_clock;
-
-std::atomic<bool> g_stop{false};
-void on_signal(int) {
-  g_stop = true;
-}
-
-std::filesystem::path resolve_topology(const std::string& given) {
-  std::filesystem::path p(given);
-  if (std::filesystem::exists(p) || p.is_absolute()) return p;
-  const auto repo = std::filesystem::path(__FILE__).parent_path().parent_path();
-  if (std::filesystem::exists(repo / p)) return repo / p;
-  return p;
-}
-
-void clear_lab(const std::string& lab) {
-  if (lab::controller_alive(lab))
-    throw std::runtime_error(fmt::format(
-        "a wanlab controller is running lab '{}'; pick another name with --lab or run `wanlab down {}`", lab, lab));
-  const auto report = lab::teardown(lab, {});
-  if (!report.removed.empty())
-    spdlog::warn("removed {} namespace(s) left over from an earlier lab '{}'", report.removed.size(), lab);
-  lab::remove_lab_dir(lab);
-}
-
-struct LabGuard {
-  std::unique_ptr<api::LabController> ctl;
-  std::string lab;
-  ~LabGuard() {
-    if (!ctl) return;
-    try {
-      ctl->teardown();
-      lab::remove_lab_dir(lab);
-    } catch (const std::exception& e) {
-      spdlog::error("teardown of lab {} failed: {} (run `wanlab down {}`)", lab, e.what(), lab);
-    }
-  }
-};
 
 struct Summary {
   std::size_t n = 0;
@@ -130,10 +94,10 @@ nlohmann::json to_json(const Summary& s) {
 
 // Times `count` calls of fn(i) after `warmup` untimed ones; microseconds each.
 std::vector<double> time_calls(int warmup, int count, const std::function<void(int)>& fn) {
-  for (int i = 0; i < warmup && !g_stop; ++i) fn(i);
+  for (int i = 0; i < warmup && !bench::g_stop; ++i) fn(i);
   std::vector<double> us;
   us.reserve(static_cast<std::size_t>(count));
-  for (int i = 0; i < count && !g_stop; ++i) {
+  for (int i = 0; i < count && !bench::g_stop; ++i) {
     const auto t0 = Clock::now();
     fn(warmup + i);
     us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
@@ -221,15 +185,11 @@ int main(int argc, char** argv) {
   spdlog::set_level(verbose ? spdlog::level::info : spdlog::level::warn);
   std::ostream& out = json ? std::cerr : std::cout;
 
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  bench::install_stop_handlers();
 
   try {
     if (::geteuid() != 0) throw std::runtime_error("needs root (network namespaces, netlink)");
-    const auto topo_path = resolve_topology(topology_arg);
+    const auto topo_path = bench::resolve_topology(topology_arg);
     auto topo = core::load_topology(topo_path);
     if (!lab_name.empty()) topo.name = lab_name;
     if (topo.links.empty()) throw std::runtime_error("the topology has no WAN link");
@@ -242,9 +202,9 @@ int main(int argc, char** argv) {
     const bool netem = netlink::netem_available();
     const auto ip_path = find_tool("ip");
     const auto tc_path = find_tool("tc");
-    clear_lab(topo.name);
+    bench::clear_lab(topo.name);
 
-    LabGuard guard{nullptr, topo.name};
+    bench::LabGuard guard{nullptr, topo.name};
     const auto t_up = Clock::now();
     guard.ctl = std::make_unique<api::LabController>(topo, api::UpOptions{.backend = "kernel", .netem = netem});
     const double up_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_up).count();
@@ -349,7 +309,7 @@ int main(int argc, char** argv) {
     guard.ctl.reset();
     lab::remove_lab_dir(topo.name);
 
-    if (g_stop) {
+    if (bench::g_stop) {
       out << "interrupted (the lab was torn down)\n";
       return 130;
     }
@@ -405,7 +365,7 @@ int main(int argc, char** argv) {
                             {"verify", {{"after_set_link", verify_after_set_link}}}};
       std::cout << doc.dump(2) << "\n";
     }
-    return g_stop ? 130 : 0;
+    return bench::g_stop ? 130 : 0;
   } catch (const std::exception& e) {
     std::cerr << "link_change: " << e.what() << "\n";
     return 1;

@@ -35,6 +35,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "support.hpp"
 #include "wanlab/api/lab_controller.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/lab/naming.hpp"
@@ -49,33 +50,6 @@ namespace {
 using namespace wanlab;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-
-std::atomic<bool> g_stop{false};
-void on_signal(int) {
-  g_stop = true;
-}
-
-void clear_lab(const std::string& lab) {
-  if (lab::controller_alive(lab))
-    throw std::runtime_error(fmt::format(
-        "a wanlab controller is running lab '{}'; pick another name with --lab or run `wanlab down {}`", lab, lab));
-  lab::teardown(lab, {});
-  lab::remove_lab_dir(lab);
-}
-
-struct LabGuard {
-  std::unique_ptr<api::LabController> ctl;
-  std::string lab;
-  ~LabGuard() {
-    if (!ctl) return;
-    try {
-      ctl->teardown();
-      lab::remove_lab_dir(lab);
-    } catch (const std::exception& e) {
-      spdlog::error("teardown of lab {} failed: {} (run `wanlab down {}`)", lab, e.what(), lab);
-    }
-  }
-};
 
 // A process in a lab namespace (`ip netns exec NS argv...`, posix_spawn: this process has
 // threads), stdout to a file. Killed (SIGTERM, by its pid) if still running at destruction.
@@ -155,10 +129,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   std::ostream& out = json ? std::cerr : std::cout;
 
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  bench::install_stop_handlers();
 
   try {
     if (::geteuid() != 0) throw std::runtime_error("needs root (network namespaces, netlink)");
@@ -186,16 +157,16 @@ int main(int argc, char** argv) {
 
     std::vector<Result> results;
     for (const auto& backend : which) {
-      if (g_stop) break;
-      clear_lab(lab_name);
-      LabGuard guard{nullptr, lab_name};
+      if (bench::g_stop) break;
+      bench::clear_lab(lab_name);
+      bench::LabGuard guard{nullptr, lab_name};
       api::UpOptions opts{.backend = backend, .netem = netem, .seed = 1, .replay_priority = priority};
       guard.ctl = std::make_unique<api::LabController>(lab_topology(lab_name, std::max(ra.value, rb.value)), opts);
       auto& ctl = *guard.ctl;
       const auto ns_use = lab::ns_node(lab_name, "use-0"), ns_euw = lab::ns_node(lab_name, "euw-0");
 
       auto measure = [&](const std::string& phase, bool traffic) {
-        if (g_stop) return;
+        if (bench::g_stop) return;
         std::unique_ptr<Proc> server, client;
         const auto client_out = dir / fmt::format("{}-{}-client.json", backend, phase);
         if (traffic) {
@@ -213,7 +184,7 @@ int main(int argc, char** argv) {
         req.dst = "euw";
         req.trace = trace_file.string();
         ctl.start_replay(req);
-        for (int i = 0; i < duration * 10 && !g_stop; ++i) std::this_thread::sleep_for(100ms);
+        for (int i = 0; i < duration * 10 && !bench::g_stop; ++i) std::this_thread::sleep_for(100ms);
         const auto stopped = ctl.stop_replays(std::pair<std::string, std::string>{"use", "euw"});
         Result r{backend, phase, stopped["stopped"][0], 0, traffic ? streams : 0};
         if (client) {
@@ -240,7 +211,7 @@ int main(int argc, char** argv) {
       measure("traffic", true);
     }
     fs::remove_all(dir);
-    if (g_stop) {
+    if (bench::g_stop) {
       out << "interrupted (labs torn down)\n";
       return 130;
     }

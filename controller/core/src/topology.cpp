@@ -2,6 +2,8 @@
 // and the canonical JSON form. The format is documented in topologies/README.md.
 #include "wanlab/core/topology.hpp"
 
+#include "wanlab/common/text.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -93,21 +95,6 @@ std::string describe(const json& v) {
     default:
       return "a binary value";
   }
-}
-
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 // The known key an unknown one was probably meant to be ("rtt_ms" -> "rtt"), or "".
