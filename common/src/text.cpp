@@ -1,6 +1,10 @@
 #include "wanlab/common/text.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <system_error>
 #include <vector>
 
 namespace wanlab {
@@ -18,6 +22,23 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
+}
+
+std::string read_file(const std::filesystem::path& file, std::string& out) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    return std::error_code(EISDIR, std::generic_category()).message() + " (a folder, not a file)";
+  errno = 0;
+  struct Closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Closer> f(std::fopen(file.c_str(), "rb"));
+  if (!f) return std::error_code(errno, std::generic_category()).message();
+  char buf[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) out.append(buf, n);
+  if (std::ferror(f.get())) return std::error_code(errno, std::generic_category()).message();
+  return {};
 }
 
 }  // namespace wanlab

@@ -507,21 +507,6 @@ class WanParser {
 
 // --- files ----------------------------------------------------------------------------------
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-// Reads the whole file; returns the OS reason on failure, "" on success.
-std::string read_file(const fs::path& file, std::string& out) {
-  errno = 0;
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(file.c_str(), "rb"));
-  if (!f) return std::error_code(errno, std::generic_category()).message();
-  char buf[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) out.append(buf, n);
-  if (std::ferror(f.get())) return std::error_code(errno, std::generic_category()).message();
-  return {};
-}
 
 // "invalid JSON at line 3, column 7 (byte 42): syntax error while parsing ...".
 std::string json_error_reason(const std::string& text, const json::parse_error& e) {

@@ -71,23 +71,7 @@ inline std::vector<std::string_view> words(std::string_view s) {
 }
 
 using wanlab::edit_distance;
+using wanlab::read_file;
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-/// Reads the whole file; returns the OS reason on failure, "" on success.
-inline std::string read_file(const std::filesystem::path& file, std::string& out) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) return "it is a folder, not a file";
-  errno = 0;
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(file.c_str(), "rb"));
-  if (!f) return std::error_code(errno, std::generic_category()).message();
-  char buf[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) out.append(buf, n);
-  if (std::ferror(f.get())) return std::error_code(errno, std::generic_category()).message();
-  return {};
-}
 
 }  // namespace wanlab::replay::text
