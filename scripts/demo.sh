@@ -45,6 +45,10 @@ done
 echo
 echo "goodput over a 1500-byte MTU peaks at 95.6% of the wire rate (1448 payload bytes per 1514-byte frame)"
 [[ "$delay_applied" == "true" ]] || echo "this kernel has no netem: delays are not applied, so ping shows the lab's base RTT"
+if [[ $(jq -r .backend <<<"$status") == userspace ]]; then
+  echo "backend userspace: on a 2-core machine the engine carries about 0.8-1 Gbit/s per link (bench/README.md,"
+  echo "'The userspace engine'), so goodput on multi-Gbit links shows that bound, not the configured rate"
+fi
 echo
 trap - EXIT
 "$wanlab" down "$lab"

@@ -11,6 +11,11 @@ ctest --output-on-failure --timeout 1200
 rc=$?
 set -e
 echo
+# Each skipped tier says why in its own output; show those lines here.
+if [[ -f Testing/Temporary/LastTest.log ]]; then
+  grep -h "^SKIPPED:" Testing/Temporary/LastTest.log | sort -u | sed 's/^/skip reason: /' || true
+fi
+echo
 echo "Tiers (README.md, Tests):"
 echo "  unit   ran (ctest test 'unit')"
 if [[ $(id -u) -eq 0 ]]; then
