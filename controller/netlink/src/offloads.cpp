@@ -51,11 +51,4 @@ void disable_offloads(const Netns& ns, const std::string& ifname) {
   s.call(ns, ifname, ETHTOOL_STXCSUM, 0, "ethtool tx-checksumming off");
 }
 
-Offloads read_offloads(const Netns& ns, const std::string& ifname) {
-  IoctlSocket s(ns);
-  return {s.call(ns, ifname, ETHTOOL_GTXCSUM, 0, "ethtool get tx-checksumming") != 0,
-          s.call(ns, ifname, ETHTOOL_GTSO, 0, "ethtool get tso") != 0,
-          s.call(ns, ifname, ETHTOOL_GGSO, 0, "ethtool get gso") != 0};
-}
-
 }  // namespace wanlab::netlink

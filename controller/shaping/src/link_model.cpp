@@ -78,7 +78,7 @@ LinkModel::Verdict LinkModel::arrive(std::uint32_t handle, std::uint32_t bytes, 
 
 bool LinkModel::lose() {
   const auto& l = params_.loss;
-  if (l.loss_good.ppb == 0 && (l.p.ppb == 0 || l.loss_bad.ppb == 0) && !bad_state_) return false;
+  if (l.lossless() && !bad_state_) return false;
   std::uniform_int_distribution<std::uint32_t> u(0, Probability::kOne - 1);
   const bool lost = u(rng_) < (bad_state_ ? l.loss_bad.ppb : l.loss_good.ppb);
   if (bad_state_) {

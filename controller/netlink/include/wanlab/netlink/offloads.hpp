@@ -16,11 +16,4 @@ namespace wanlab::netlink {
 /// device has it). Throws Error naming the interface and the failed setting.
 void disable_offloads(const Netns& ns, const std::string& ifname);
 
-struct Offloads {
-  bool tx_checksum = false;
-  bool tso = false;
-  bool gso = false;
-};
-Offloads read_offloads(const Netns& ns, const std::string& ifname);
-
 }  // namespace wanlab::netlink

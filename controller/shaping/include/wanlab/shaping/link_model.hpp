@@ -39,6 +39,7 @@ struct LossModel {
   Probability loss_good{};  // 1 - k
   Probability loss_bad{};   // 1 - h
   static LossModel bernoulli(Probability loss) { return {{}, {}, loss, {}}; }
+  /// No packet can be lost while in the good state (the bad one is unreachable or lossless).
   bool lossless() const { return loss_good.ppb == 0 && (p.ppb == 0 || loss_bad.ppb == 0); }
   /// Mean loss rate in the stationary state.
   double mean() const;
