@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace wanlab::api {
@@ -64,6 +65,48 @@ nlohmann::json Controller::start_replay(const ReplayRequest&) {
 nlohmann::json Controller::replays() { throw ApiError(501, "not_implemented", "this controller does not replay traces"); }
 nlohmann::json Controller::stop_replays(const std::optional<std::pair<std::string, std::string>>&) {
   throw ApiError(501, "not_implemented", "this controller does not replay traces");
+}
+
+nlohmann::json Controller::start_run(const RunRequest&) {
+  throw ApiError(501, "not_implemented", "this controller does not run scenarios");
+}
+nlohmann::json Controller::runs() { throw ApiError(501, "not_implemented", "this controller does not run scenarios"); }
+nlohmann::json Controller::run_status(const std::string&) {
+  throw ApiError(501, "not_implemented", "this controller does not run scenarios");
+}
+nlohmann::json Controller::abort_run(const std::string&) {
+  throw ApiError(501, "not_implemented", "this controller does not run scenarios");
+}
+
+RunRequest parse_run_request(const std::string& body) {
+  const auto j = parse_body(body);
+  static const std::vector<std::string> known = {"scenario", "out", "connections", "policy"};
+  for (const auto& [k, _] : j.items())
+    if (std::find(known.begin(), known.end(), k) == known.end())
+      throw ApiError(400, "bad_request", fmt::format("unknown field '{}'; known: scenario, out, connections, policy", k),
+                     k);
+  RunRequest r;
+  for (const char* name : {"scenario", "out"}) {
+    if (!j.contains(name))
+      throw ApiError(400, "bad_request", fmt::format("{}: missing; give an absolute path", name), name);
+    const auto v = string_field(j, name);
+    if (v.empty() || !std::filesystem::path(v).is_absolute())
+      throw ApiError(400, "bad_request",
+                     fmt::format("{}: '{}' is not an absolute path (the controller does not share your working "
+                                 "folder)",
+                                 name, v),
+                     name);
+    (std::string_view(name) == "scenario" ? r.scenario : r.out) = v;
+  }
+  if (j.contains("connections")) {
+    const auto& c = j.at("connections");
+    if (!c.is_number_integer() || c.get<int>() < 1 || c.get<int>() > 64)
+      throw ApiError(400, "bad_request", fmt::format("connections: {}: expected an integer in 1..64", c.dump()),
+                     "connections");
+    r.connections = c.get<int>();
+  }
+  if (j.contains("policy")) r.policy = string_field(j, "policy");
+  return r;
 }
 
 std::pair<std::string, std::string> parse_link_ref(const std::string& text, const std::string& field) {
@@ -150,6 +193,16 @@ Response handle(const Request& request, Controller& controller) {
                                                                : std::nullopt)};
       if (parts.size() == 2) return error(405, "method_not_allowed", "use GET, POST or DELETE for /v1/replays");
       if (parts.size() == 4) return error(405, "method_not_allowed", "use DELETE for /v1/replays/{src}/{dst}");
+      return error(404, "not_found", fmt::format("unknown path {}", request.target));
+    }
+    if (parts.size() >= 2 && parts[1] == "runs") {
+      if (parts.size() == 2 && request.method == "GET") return {200, controller.runs()};
+      if (parts.size() == 2 && request.method == "POST")
+        return {202, controller.start_run(parse_run_request(request.body))};
+      if (parts.size() == 3 && request.method == "GET") return {200, controller.run_status(parts[2])};
+      if (parts.size() == 3 && request.method == "DELETE") return {200, controller.abort_run(parts[2])};
+      if (parts.size() == 2) return error(405, "method_not_allowed", "use GET or POST for /v1/runs");
+      if (parts.size() == 3) return error(405, "method_not_allowed", "use GET or DELETE for /v1/runs/{id}");
       return error(404, "not_found", fmt::format("unknown path {}", request.target));
     }
     if (parts.size() == 2 && parts[1] == "shutdown") {

@@ -157,9 +157,9 @@ void LabController::change_link_locked(core::WanLink& link, const core::LinkPara
   const auto old = link.params;
   link.params = params;
   try {
-    shaper_->apply(topo_, link);
+    shaper_->apply(topo_, in_force(link));
     if (reverse && lab::queue_limit_packets(topo_, *reverse) != reverse_limit_before)
-      shaper_->apply(topo_, *reverse);
+      shaper_->apply(topo_, in_force(*reverse));
   } catch (const std::exception& e) {
     link.params = old;
     throw ApiError(500, "kernel", e.what());
@@ -205,6 +205,48 @@ nlohmann::json LabController::set_link(const std::string& src, const std::string
       out["note"] = fmt::format("link {}->{} has replayed {} to its end; this change stays", src, dst, path);
   }
   return out;
+}
+
+core::WanLink LabController::in_force(const core::WanLink& link) const {
+  core::WanLink l = link;
+  l.params.rate.bps = static_cast<std::uint64_t>(static_cast<double>(link.params.rate.bps) * rate_scale_ + 0.5);
+  if (link.params.rate.bps > 0 && l.params.rate.bps < 1000) l.params.rate.bps = 1000;  // an outage stays one
+  return l;
+}
+
+void LabController::set_rate_scale(double scale) {
+  if (!(scale > 0 && scale <= 1)) throw ApiError(400, "bad_request", fmt::format("rate scale {} is not in (0, 1]", scale), "scale");
+  std::lock_guard lock(mutex_);
+  if (torn_down_) throw ApiError(409, "torn_down", fmt::format("lab {} is being torn down", topo_.name));
+  if (scale == rate_scale_) return;
+  const double old = rate_scale_;
+  rate_scale_ = scale;
+  try {
+    for (const auto& l : topo_.links) shaper_->apply(topo_, in_force(l));
+  } catch (const std::exception& e) {
+    rate_scale_ = old;
+    for (const auto& l : topo_.links) {
+      try {
+        shaper_->apply(topo_, in_force(l));
+      } catch (const std::exception&) {
+      }
+    }
+    throw ApiError(500, "kernel", e.what());
+  }
+  spdlog::info("lab {}: WAN link rates now x{} of their configured values", topo_.name, scale);
+}
+
+std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> LabController::link_counters() {
+  std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> out;
+  std::lock_guard lock(mutex_);
+  if (torn_down_ || !shaper_) return out;
+  for (const auto& l : topo_.links) out.emplace_back(l.src, l.dst, shaper_->counters(topo_, l));
+  return out;
+}
+
+double LabController::rate_scale() const {
+  std::lock_guard lock(mutex_);
+  return rate_scale_;
 }
 
 void LabController::apply_replay_step(const LinkKey& k, const replay::Step& step) {
@@ -405,6 +447,10 @@ nlohmann::json LabController::status() {
   {
     std::lock_guard lock(mutex_);
     s = lab_status(topo_, state_, shaper_.get(), true);
+    s["rate_scale"] = rate_scale_;
+    if (rate_scale_ != 1.0)
+      for (std::size_t i = 0; i < topo_.links.size(); ++i)
+        s["links"][i]["rate_in_force"] = to_string(in_force(topo_.links[i]).params.rate);
   }
   s["replays"] = replays()["replays"];
   return s;
@@ -450,6 +496,7 @@ nlohmann::json lab_status(const core::Topology& topo, const lab::LabState& state
           j["counters"]["dropped_queue"] = c.dropped_queue;
           j["counters"]["dropped_loss"] = c.dropped_loss;
           j["counters"]["in_flight_packets"] = c.in_flight_packets;
+          j["counters"]["payload_bytes"] = c.payload_bytes;
         }
       } catch (const std::exception& e) {
         j["counters_error"] = e.what();

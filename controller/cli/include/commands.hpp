@@ -13,6 +13,9 @@ struct UpArgs {
   std::string backend = "auto";
   bool foreground = false;
   std::uint64_t seed = 1;
+  std::optional<std::string> agents_tcp;
+  std::string token;
+  bool no_spawn_agents = false;
 };
 int cmd_up(const UpArgs& a);
 int cmd_down(const std::optional<std::string>& lab);

@@ -20,6 +20,7 @@
 #include "commands.hpp"
 #include "lab_lookup.hpp"
 #include "wanlab/api/lab_controller.hpp"
+#include "wanlab/run/run_manager.hpp"
 #include "wanlab/api/server.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/lab/state.hpp"
@@ -72,6 +73,8 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   boost::asio::steady_timer flush_timer(ioc);  // state-file writes, off the request path
   std::unique_ptr<api::Server> server;
   std::unique_ptr<api::LabController> ctl;
+  std::unique_ptr<run::RunManager> runs;
+  std::unique_ptr<run::DaemonController> daemon;
   auto report = [&](const std::string& line) {
     if (ready_fd >= 0) {
       write_all(ready_fd, line);
@@ -87,7 +90,15 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
       signals.cancel();
       flush_timer.cancel();
     });
-    server = std::make_unique<api::Server>(ioc, lab::socket_path(name), *ctl);
+    run::RunManagerOptions ro;
+    ro.agent_socket = lab::lab_dir(name) / "agents.sock";
+    ro.tcp_listen = options.agents_tcp;
+    ro.token = options.token;
+    ro.spawn_agents = options.spawn_agents;
+    ro.backend = ctl->backend();
+    runs = std::make_unique<run::RunManager>(ioc, *ctl, ro);
+    daemon = std::make_unique<run::DaemonController>(*ctl, *runs);
+    server = std::make_unique<api::Server>(ioc, lab::socket_path(name), *daemon);
   } catch (const std::exception& e) {
     spdlog::error("lab {} could not be built: {}", name, e.what());
     if (ctl) ctl->teardown();
@@ -117,10 +128,12 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("signal {}: tearing lab {} down", sig, name);
+    runs->close();
     server->close();
     flush_timer.cancel();
   });
   ioc.run();
+  runs->close();
   const auto removed = ctl->teardown();
   lab::remove_lab_dir(name);
   spdlog::info("lab {} removed ({} namespaces)", name, removed.removed.size());
@@ -191,6 +204,9 @@ int cmd_up(const UpArgs& a) {
   api::UpOptions options;
   options.backend = a.backend;
   options.seed = a.seed;
+  options.agents_tcp = a.agents_tcp;
+  options.token = a.token;
+  options.spawn_agents = !a.no_spawn_agents;
   options.netem = netlink::netem_available();
   const auto backend = api::resolve_backend(a.backend, options.netem);
   if (backend == "kernel" && !options.netem)

@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "replay_commands.hpp"
+#include "run_command.hpp"
 
 int main(int argc, char** argv) {
   using namespace wanlab::cli;
@@ -25,6 +26,25 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "kernel", "userspace"}));
   up_cmd->add_option("--seed", up.seed, "Seed of the userspace engine's jitter and loss (same seed, same run)");
   up_cmd->add_flag("--foreground", up.foreground, "Run the controller in this process (for containers)");
+  up_cmd->add_option("--agents-tcp", up.agents_tcp,
+                     "Also accept agents over TCP on HOST:PORT (containers, other hosts); needs --token");
+  up_cmd->add_option("--token", up.token, "Bearer token agents must present over TCP (default: $WANLAB_TOKEN)")
+      ->envname("WANLAB_TOKEN");
+  up_cmd->add_flag("--no-spawn-agents", up.no_spawn_agents,
+                   "Do not start agents in the nodes' namespaces for runs: wait for agents to connect (containers)");
+
+  RunArgs run;
+  auto* run_cmd = app.add_subcommand(
+      "run", "Run a training scenario on its lab (brought up first if it is not, and down again afterwards "
+             "unless --keep-lab); writes summary.json, timeline.json and links.csv to the run folder");
+  run_cmd->add_option("scenario", run.scenario, "Scenario file (JSON, see bench/scenarios/README.md)")->required();
+  run_cmd->add_option("--out", run.out, "Run folder (default: runs/SCENARIO-YYYYMMDD-HHMMSS)");
+  run_cmd->add_option("--connections", run.connections, "TCP connections per WAN peer (overrides the scenario)")
+      ->check(CLI::Range(1, 64));
+  run_cmd->add_option("--backend", run.backend, "Shaping backend if the lab must be brought up: auto, kernel or userspace")
+      ->check(CLI::IsMember({"auto", "kernel", "userspace"}));
+  run_cmd->add_flag("--keep-lab", run.keep_lab, "Leave a lab this command brought up running afterwards");
+  run_cmd->add_flag("--quiet", run.quiet, "No progress lines");
 
   std::optional<std::string> down_lab;
   auto* down_cmd = app.add_subcommand("down", "Remove a lab and everything it created (also after its controller died)");
@@ -69,7 +89,15 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e [%l] %v");
 
   try {
-    if (*up_cmd) return cmd_up(up);
+    if (*up_cmd) {
+      if (up.agents_tcp && up.token.empty()) {
+        fmt::print(stderr, "wanlab: up: --agents-tcp needs --token (or $WANLAB_TOKEN): agents over TCP must "
+                           "authenticate\n");
+        return 2;
+      }
+      return cmd_up(up);
+    }
+    if (*run_cmd) return cmd_run(run);
     if (*down_cmd) return cmd_down(down_lab);
     if (*status_cmd) return cmd_status(status_lab, status_json);
     if (*exec_cmd) {

@@ -267,6 +267,20 @@ struct Engine::Impl {
     heap.update(id, m.next_event());
   }
 
+  // TCP or UDP payload bytes of an IPv4 frame (0 for anything else): what applications
+  // sent, so runs can check the bytes their scenario implies against the data plane.
+  static std::uint32_t l4_payload(const std::uint8_t* f, std::uint32_t len) {
+    if (len < 34) return 0;
+    const std::uint8_t* ip = f + 14;
+    const std::uint32_t ihl = static_cast<std::uint32_t>(ip[0] & 0x0f) * 4;
+    const std::uint32_t total = static_cast<std::uint32_t>(ip[2]) << 8 | ip[3];
+    if (total > len - 14 || ihl < 20 || total < ihl) return 0;
+    if (ip[9] == 17) return total >= ihl + 8 ? total - ihl - 8 : 0;
+    if (ip[9] != 6 || total < ihl + 20 || 14 + ihl + 13 > len) return 0;
+    const std::uint32_t doff = static_cast<std::uint32_t>(ip[ihl + 12] >> 4) * 4;
+    return total >= ihl + doff ? total - ihl - doff : 0;
+  }
+
   void transmit(std::size_t dst, std::uint32_t slot) {
     std::uint8_t* f = pool->data(slot);
     const std::uint32_t len = pool->len(slot);
@@ -357,6 +371,7 @@ struct Engine::Impl {
         free_lost(m);
         const std::size_t dst = cfg.links[id].dst;
         while (auto slot = m.release(now)) {
+          m.counters().payload_bytes_out += l4_payload(pool->data(*slot), pool->len(*slot));
           transmit(dst, *slot);
           if (++pending_tx[dst] >= kFlushFrames) sockets[dst]->flush(), pending_tx[dst] = 0;
           oldest_pending = std::min(oldest_pending, now);

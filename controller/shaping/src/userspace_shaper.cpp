@@ -53,6 +53,7 @@ LinkCounters UserspaceShaper::counters(const core::Topology&, const core::WanLin
     c.dropped_queue = m->dropped_queue;
     c.dropped_loss = m->dropped_loss;
     c.in_flight_packets = m->in_flight_packets;
+    c.payload_bytes = m->payload_bytes_out;
   }
   return c;
 }

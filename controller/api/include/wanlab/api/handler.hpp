@@ -13,6 +13,11 @@
 //                                         "window"?: "100ms"} -> the replay (replaces one
 //                                         running on that link)
 //   DELETE /v1/replays[/{src}/{dst}]   -> {"stopped": [...]}: stops every replay, or one
+//   POST /v1/runs                      body {"scenario": "/abs/scenario.json", "out": "/abs/run-dir",
+//                                         "connections"?: k, "policy"?: name} -> 202 {"run": id, ...}:
+//                                         runs the scenario on this lab (one run at a time)
+//   GET  /v1/runs[/{id}]               -> every run, or one: phase, progress, error, summary
+//   DELETE /v1/runs/{id}               -> aborts a run
 // Errors: {"error": {"code": "...", "message": "...", "field": "..."?}} with 4xx/5xx.
 #include <optional>
 #include <stdexcept>
@@ -57,6 +62,14 @@ struct ReplayRequest {
   std::optional<Duration> window;       // mahimahi only: the binning window
 };
 
+/// A scenario run to start on the lab.
+struct RunRequest {
+  std::string scenario;  // absolute path: the controller reads it
+  std::string out;       // absolute path of the run folder to write
+  std::optional<int> connections;  // overrides the scenario's TCP connections per WAN peer
+  std::optional<std::string> policy;
+};
+
 /// An error the API reports as such (bad request, unknown link...).
 class ApiError : public std::runtime_error {
  public:
@@ -92,12 +105,20 @@ class Controller {
   /// Stops the replay of one link (404 when there is none), or every replay when `link` is
   /// nullopt; returns {"stopped": [...]}, each replay's final status.
   virtual nlohmann::json stop_replays(const std::optional<std::pair<std::string, std::string>>& link);
+
+  // Scenario runs. The defaults answer 501, for controllers that do not run scenarios.
+  virtual nlohmann::json start_run(const RunRequest& request);
+  virtual nlohmann::json runs();
+  virtual nlohmann::json run_status(const std::string& id);
+  virtual nlohmann::json abort_run(const std::string& id);
 };
 
 /// Parses a link-change body; throws ApiError naming the offending field.
 LinkChange parse_link_change(const std::string& body);
 /// Parses a replay body; throws ApiError naming the offending field.
 ReplayRequest parse_replay_request(const std::string& body);
+/// Parses a run body; throws ApiError naming the offending field.
+RunRequest parse_run_request(const std::string& body);
 /// "use:euw" -> {"use", "euw"}; throws ApiError naming `field`.
 std::pair<std::string, std::string> parse_link_ref(const std::string& text, const std::string& field);
 

@@ -20,8 +20,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "wanlab/api/handler.hpp"
 #include "wanlab/core/topology.hpp"
@@ -41,6 +44,10 @@ struct UpOptions {
   bool netem = false;            // decided by the caller (netlink::netem_available())
   std::uint64_t seed = 1;        // the userspace engine's jitter and loss
   int replay_priority = 1;       // SCHED_FIFO priority of replay threads (0: ordinary scheduling)
+  // Agents (used by the daemon's run manager).
+  std::optional<std::string> agents_tcp{};  // also accept agents on HOST:PORT (containers)
+  std::string token{};                      // bearer token agents present over TCP
+  bool spawn_agents = true;               // start agents in the nodes' namespaces for runs
 };
 
 /// auto picks kernel where netem exists, userspace elsewhere.
@@ -66,11 +73,20 @@ class LabController final : public Controller {
   nlohmann::json replays() override;
   nlohmann::json stop_replays(const std::optional<std::pair<std::string, std::string>>& link) override;
 
+  /// Scales every WAN link's rate (a run's `scale`: bytes and rates shrink together, so a
+  /// large model's timing fits a small machine). Configured rates, traces and `link set`
+  /// keep their meaning; the shaper gets rate x scale. 1 restores them.
+  void set_rate_scale(double scale);
+  double rate_scale() const;
+  /// Counters of every WAN link now (src, dst, counters), for run sampling.
+  std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> link_counters();
+
   /// Removes the lab's kernel objects (idempotent), replays stopped first. The state folder
   /// is the caller's.
   lab::TeardownReport teardown();
   /// The topology as built (link parameters change under replays: use status() for them).
   const core::Topology& topology() const { return topo_; }
+  const std::string& backend() const { return state_.backend; }
   std::chrono::nanoseconds bring_up_time() const { return bring_up_time_; }
   std::size_t operation_count() const { return op_count_; }
 
@@ -87,6 +103,8 @@ class LabController final : public Controller {
   // (and the reverse link's, whose default queue limit follows this link's delay); rolls the
   // topology back and throws ApiError if the shaper fails.
   void change_link_locked(core::WanLink& link, const core::LinkParams& params);
+  // The link as the shaper gets it: the rate scaled by rate_scale_.
+  core::WanLink in_force(const core::WanLink& link) const;
   LinkKey link_key(const std::string& src, const std::string& dst) const;  // throws ApiError (404)
   std::string link_name(const LinkKey& k) const;
   void apply_replay_step(const LinkKey& k, const replay::Step& step);
@@ -111,6 +129,7 @@ class LabController final : public Controller {
   mutable std::mutex replays_mutex_;
   std::mutex state_file_mutex_;  // taken before mutex_, never inside it
   int replay_priority_ = 1;
+  double rate_scale_ = 1.0;  // guarded by mutex_
   // Last member: destroyed (threads joined) before everything their steps touch.
   std::map<LinkKey, ActiveReplay> replays_;
 };

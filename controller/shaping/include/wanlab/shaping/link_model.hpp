@@ -56,6 +56,7 @@ struct LinkModelParams {
 struct LinkModelCounters {
   std::uint64_t packets_in = 0, bytes_in = 0;
   std::uint64_t packets_out = 0, bytes_out = 0;
+  std::uint64_t payload_bytes_out = 0;  // TCP/UDP payload of the packets sent (the engine counts it)
   std::uint64_t dropped_queue = 0;  // drop-tail (and pool exhaustion, counted by the engine)
   std::uint64_t dropped_loss = 0;
   std::uint64_t queued_packets = 0, queued_bytes = 0;  // waiting for or on the serializer

@@ -24,6 +24,7 @@ struct LinkCounters {
   std::uint64_t dropped_queue = 0;
   std::uint64_t dropped_loss = 0;
   std::uint64_t in_flight_packets = 0;
+  std::uint64_t payload_bytes = 0;  // TCP/UDP payload sent on the link
 };
 
 class LinkShaper {

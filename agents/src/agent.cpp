@@ -1,0 +1,302 @@
+#include "agent.hpp"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "wanlab/gpu/gpu_compute.hpp"
+
+namespace wanlab::agent {
+namespace {
+
+nlohmann::json msg(const std::string& type, const std::string& run) { return {{"v", 1}, {"type", type}, {"run", run}}; }
+
+// Real GEMMs of the stage's shapes on a GPU; the optimizer step stays modeled (its cost is
+// memory-bound elementwise work the GEMM model does not cover).
+class CudaCompute final : public Compute {
+ public:
+  CudaCompute(int device, double effective_flops, std::mutex& m, std::condition_variable& cv)
+      : gpu_(gpu::GpuCompute::open(device)), modeled_(effective_flops, m, cv) {}
+  bool run(const program::Op& op, const program::StageShape& shape, const std::atomic<bool>& abort) override {
+    if (op.kind == program::OpKind::optimizer) return modeled_.run(op, shape, abort);
+    gpu_->run(shape, op.kind);
+    return !abort.load();
+  }
+
+ private:
+  std::unique_ptr<gpu::GpuCompute> gpu_;
+  ModeledCompute modeled_;
+};
+
+}  // namespace
+
+struct Agent::Run {
+  std::string id;
+  nlohmann::json assignment;
+  std::unique_ptr<DataPlane> data = std::make_unique<DataPlane>();
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::vector<std::thread> threads;
+  std::atomic<bool> abort{false};
+  std::mutex wait_mutex;  // modeled compute waits here, so an abort wakes every worker
+  std::condition_variable wait_cv;
+  std::map<int, PeerAddress> peers;
+  std::vector<OutgoingPair> outgoing;
+
+  void stop() {
+    abort = true;
+    wait_cv.notify_all();
+    data->abort();
+    for (auto& t : threads)
+      if (t.joinable()) t.join();
+    threads.clear();
+  }
+  ~Run() { stop(); }
+};
+
+Agent::Agent(AgentOptions options, Send send) : options_(std::move(options)), send_(std::move(send)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Agent::~Agent() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  run_.reset();
+}
+
+nlohmann::json Agent::hello() const {
+  nlohmann::json h = {{"v", 1},
+                      {"type", "hello"},
+                      {"node", options_.node},
+                      {"pid", static_cast<int>(::getpid())},
+                      {"agent_version", "0.1.0"},
+                      {"gpus", options_.gpus}};
+  if (!options_.gpu_reason.empty()) h["gpu_reason"] = options_.gpu_reason;
+  return h;
+}
+
+void Agent::post(std::function<void()> task) {
+  {
+    std::lock_guard lock(mutex_);
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+}
+
+void Agent::loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      if (stopping_ && tasks_.empty()) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    try {
+      task();
+    } catch (const std::exception& e) {
+      spdlog::error("agent {}: {}", options_.node, e.what());
+    }
+  }
+}
+
+void Agent::on_message(const nlohmann::json& m) {
+  const auto type = m.value("type", std::string{});
+  // An abort must not wait behind a long setup step: stop the data plane now, clean up in order.
+  if (type == "abort") {
+    std::lock_guard lock(mutex_);
+    if (run_) {
+      run_->abort = true;
+      run_->wait_cv.notify_all();
+      run_->data->abort();
+    }
+  }
+  post([this, m] { handle(m); });
+}
+
+void Agent::on_disconnected(const std::string& reason) {
+  post([this, reason] {
+    if (run_) abort_run(fmt::format("lost the controller: {}", reason));
+  });
+}
+
+void Agent::wait_finished() {
+  while (!finished_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+void Agent::fail(const std::string& run, const std::string& message) {
+  spdlog::error("agent {}: run {}: {}", options_.node, run, message);
+  auto f = msg("failed", run);
+  f["message"] = message;
+  send_(f);
+}
+
+void Agent::abort_run(const std::string& why) {
+  if (!run_) return;
+  spdlog::warn("agent {}: run {} aborted: {}", options_.node, run_->id, why);
+  std::unique_ptr<Run> r;
+  {
+    std::lock_guard lock(mutex_);
+    r = std::move(run_);
+  }
+  r->stop();
+}
+
+void Agent::handle(const nlohmann::json& m) {
+  const auto type = m.value("type", std::string{});
+  const auto run_id = m.value("run", std::string{});
+  if (type == "abort") {
+    abort_run(m.value("reason", std::string{"aborted by the controller"}));
+    if (options_.once && options_.on_finished) {
+      finished_ = true;
+      options_.on_finished(false);
+    }
+    return;
+  }
+  if (type == "bye") {
+    if (run_) {
+      std::unique_ptr<Run> r;
+      {
+        std::lock_guard lock(mutex_);
+        r = std::move(run_);
+      }
+      r->stop();
+    }
+    finished_ = true;
+    if (options_.once && options_.on_finished) options_.on_finished(true);
+    return;
+  }
+  if (type == "assign") {
+    if (run_) abort_run("a new run was assigned");
+    auto r = std::make_unique<Run>();
+    r->id = run_id;
+    r->assignment = m.at("assignment");
+    try {
+      const auto& a = r->assignment;
+      const auto my_dc = a.at("dc").get<std::string>();
+      const int k = a.at("connections").get<int>();
+      for (const auto& p : a.at("peers"))
+        r->peers[p.at("worker").get<int>()] = {p.at("address").get<std::string>(),
+                                               p.at("port").get<std::uint16_t>(), p.at("dc").get<std::string>()};
+      std::set<int> local;
+      std::set<std::pair<int, int>> sends, recvs;  // (src, dst) pairs of this node's workers
+      std::vector<program::WorkerProgram> programs;
+      for (const auto& w : a.at("workers")) programs.push_back(program::worker_program_from_json(w.at("program")));
+      for (const auto& p : programs) local.insert(p.worker);
+      for (const auto& p : programs) {
+        for (const auto& op : p.ops) {
+          if (op.kind == program::OpKind::send) sends.insert({p.worker, op.peer});
+          if (op.kind == program::OpKind::recv) recvs.insert({op.peer, p.worker});
+          if (op.kind == program::OpKind::allreduce && op.ring.size() > 1) {
+            const auto n = op.ring.size();
+            for (std::size_t i = 0; i < n; ++i)
+              if (op.ring[i] == p.worker) {
+                sends.insert({p.worker, op.ring[(i + 1) % n]});
+                recvs.insert({op.ring[(i + n - 1) % n], p.worker});
+              }
+          }
+        }
+      }
+      auto stripes_to = [&](int peer) {
+        const auto it = r->peers.find(peer);
+        if (it == r->peers.end()) throw std::runtime_error(fmt::format("assignment names no address for worker {}", peer));
+        return it->second.dc == my_dc ? 1 : k;
+      };
+      int expected_in = 0;
+      for (const auto& [src, dst] : recvs)
+        if (!local.count(src)) expected_in += stripes_to(src);
+      for (const auto& [src, dst] : sends) r->outgoing.push_back({src, dst, local.count(dst) ? 1 : stripes_to(dst)});
+      // Pairs inside this agent connect through the loopback path of the node too: the
+      // bytes still cross TCP, like GPUs of one server talking through NCCL's socket
+      // transport would not, but keeping one code path makes counting exact.
+      for (const auto& [src, dst] : recvs)
+        if (local.count(src)) expected_in += 1;
+      for (const auto& [src, dst] : sends)
+        if (local.count(dst)) r->peers[dst] = {"127.0.0.1", a.at("listen_port").get<std::uint16_t>(), my_dc};
+      r->data->listen(a.at("listen_port").get<std::uint16_t>(), local, expected_in);
+
+      const auto compute = a.at("compute").get<std::string>();
+      const int iterations = a.at("iterations").get<int>();
+      std::size_t wi = 0;
+      for (const auto& w : a.at("workers")) {
+        const double eff = w.at("effective_flops").get<double>();
+        std::unique_ptr<Compute> c;
+        if (compute == "cuda") {
+          if (options_.gpus < 1) throw std::runtime_error("compute \"cuda\" asked, but this node has no GPU: " + options_.gpu_reason);
+          c = std::make_unique<CudaCompute>(w.at("gpu").get<int>() % options_.gpus, eff, r->wait_mutex, r->wait_cv);
+        } else {
+          c = std::make_unique<ModeledCompute>(eff, r->wait_mutex, r->wait_cv);
+        }
+        WorkerOptions wo;
+        wo.iterations = iterations;
+        const auto id = r->id;
+        wo.on_iteration = [this, id](int worker, int iteration) {
+          auto p = msg("progress", id);
+          p["worker"] = worker;
+          p["iteration"] = iteration;
+          send_(p);
+        };
+        r->workers.push_back(std::make_unique<Worker>(std::move(programs[wi++]), std::move(c), *r->data, wo));
+      }
+    } catch (const std::exception& e) {
+      fail(run_id, fmt::format("cannot prepare: {}", e.what()));
+      return;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      run_ = std::move(r);
+    }
+    send_(msg("ready", run_id));
+    return;
+  }
+  if (!run_ || run_->id != run_id) return;  // a stale message of an earlier run
+  if (type == "connect") {
+    try {
+      const auto deadline = Clock::now() + std::chrono::seconds(20);
+      run_->data->connect(run_->outgoing, run_->peers, deadline);
+      run_->data->wait_incoming(deadline);
+    } catch (const Aborted&) {
+      return;
+    } catch (const std::exception& e) {
+      fail(run_id, fmt::format("cannot connect: {}", e.what()));
+      return;
+    }
+    send_(msg("connected", run_id));
+  } else if (type == "start") {
+    // The common instant on the system clock, mapped onto this process's steady clock.
+    const auto at_unix = m.at("at_unix_ns").get<std::int64_t>();
+    const auto now_unix =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const auto start = Clock::now() + std::chrono::nanoseconds(at_unix - now_unix);
+    Run* r = run_.get();
+    auto remaining = std::make_shared<std::atomic<int>>(static_cast<int>(r->workers.size()));
+    for (auto& w : r->workers) {
+      Worker* worker = w.get();
+      r->threads.emplace_back([this, r, worker, start, remaining, run_id] {
+        try {
+          {
+            std::unique_lock lock(r->wait_mutex);
+            r->wait_cv.wait_until(lock, start, [&] { return r->abort.load(); });
+          }
+          if (r->abort) return;
+          worker->set_start(start);
+          worker->run(r->abort);
+          auto rep = msg("report", run_id);
+          rep["report"] = program::to_json(worker->report(std::chrono::seconds(30)));
+          send_(rep);
+        } catch (const Aborted&) {
+        } catch (const std::exception& e) {
+          if (!r->abort) fail(run_id, fmt::format("worker {}: {}", worker->program().worker, e.what()));
+        }
+        remaining->fetch_sub(1);
+      });
+    }
+  }
+}
+
+}  // namespace wanlab::agent

@@ -1,0 +1,118 @@
+#pragma once
+// The agent's data plane: the TCP connections that carry a run's bytes between stage
+// workers (activations, activation-gradients, all-reduce chunks) through the emulated
+// network.
+//
+// Connections. For every (sending worker, receiving worker) pair the sender opens
+// `stripes` connections: k (the scenario's connections per WAN peer) when the two are in
+// different DCs, 1 inside a DC. Each begins with a hello naming the pair and its index.
+// A message of B bytes is split over the pair's connections (B/k each, the first ones one
+// byte more), each stripe a 32-byte header then its payload. The receiver counts bytes per
+// (sender, receiver, tag); a recv completes when all of the message's bytes have arrived,
+// whichever connections carried them.
+//
+// Threads: one io thread runs every socket (Asio); workers call send() (non-blocking,
+// completion reported through a callback on the io thread) and wait() (blocking).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+namespace wanlab::agent {
+
+struct PeerAddress {
+  std::string address;  // IPv4 of the peer's node
+  std::uint16_t port = 0;
+  std::string dc;
+};
+
+/// Pairs of (local sender, remote receiver) to connect, and how many connections each.
+struct OutgoingPair {
+  int src = 0;
+  int dst = 0;
+  int stripes = 1;
+};
+
+class Aborted : public std::runtime_error {
+ public:
+  Aborted() : std::runtime_error("run aborted") {}
+};
+
+class DataPlane {
+ public:
+  using SendDone = std::function<void()>;  // runs on the io thread
+
+  DataPlane();
+  ~DataPlane();
+  DataPlane(const DataPlane&) = delete;
+  DataPlane& operator=(const DataPlane&) = delete;
+
+  /// Binds and listens on 0.0.0.0:`port` (0: any); returns the port. Accepts connections
+  /// for `local_workers` only.
+  std::uint16_t listen(std::uint16_t port, const std::set<int>& local_workers, int expected_incoming);
+  /// Opens every outgoing connection (retrying refused connects until `deadline`); throws
+  /// std::runtime_error naming the pair and the peer on failure.
+  void connect(const std::vector<OutgoingPair>& pairs, const std::map<int, PeerAddress>& peers,
+               std::chrono::steady_clock::time_point deadline);
+  /// Blocks until every expected incoming connection has said hello (or the deadline).
+  void wait_incoming(std::chrono::steady_clock::time_point deadline);
+
+  /// Starts sending `bytes` from `src` to `dst` under `tag`, striped over the pair's
+  /// connections; `done` runs when every stripe has been written to its socket.
+  void send(int src, int dst, std::uint64_t tag, std::uint64_t bytes, SendDone done);
+  /// Blocks until `bytes` from `src` to local worker `dst` under `tag` have arrived; throws
+  /// Aborted when the run is aborted.
+  void wait(int src, int dst, std::uint64_t tag, std::uint64_t bytes);
+  /// Wakes every waiter with Aborted and closes the sockets.
+  void abort();
+  bool aborted() const { return aborted_.load(); }
+
+  /// Payload bytes received and sent since construction (stripe headers excluded).
+  std::uint64_t bytes_received() const { return bytes_received_.load(); }
+  std::uint64_t bytes_sent() const { return bytes_sent_.load(); }
+  /// The first error seen on a data connection after setup (a peer vanished), empty if none.
+  std::string error() const;
+
+ private:
+  struct Conn;
+  struct Inbox;
+  void accept_next();
+  void read_hello(std::shared_ptr<Conn> c);
+  void read_header(std::shared_ptr<Conn> c);
+  void read_payload(std::shared_ptr<Conn> c);
+  void write_next(std::shared_ptr<Conn> c);
+  void fail(const std::string& what);
+  void delivered(int src, int dst, std::uint64_t tag, std::uint64_t bytes);
+
+  boost::asio::io_context io_;
+  std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
+  std::set<int> local_workers_;
+  std::map<std::pair<int, int>, std::vector<std::shared_ptr<Conn>>> outgoing_;  // (src, dst)
+  std::vector<std::shared_ptr<Conn>> incoming_;
+  int expected_incoming_ = 0;
+  std::atomic<bool> aborted_{false};
+  std::atomic<std::uint64_t> bytes_received_{0}, bytes_sent_{0};
+
+  mutable std::mutex mutex_;  // inbox_, incoming count, error_
+  std::condition_variable cv_;
+  std::map<std::tuple<int, int, std::uint64_t>, std::uint64_t> inbox_;  // (src, dst, tag) -> bytes
+  int hellos_ = 0;
+  std::string error_;
+  bool running_setup_ = true;
+
+  std::thread io_thread_;
+};
+
+}  // namespace wanlab::agent

@@ -1,0 +1,96 @@
+// wanlab-agent: the process of one emulated GPU server. It connects to the controller,
+// runs the stage workers it is assigned, and reports (docs/protocol.md).
+#include <csignal>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <spdlog/spdlog.h>
+
+#include "agent.hpp"
+#include "wanlab/common/channel_client.hpp"
+#include "wanlab/common/protocol.hpp"
+#include "wanlab/gpu/gpu_compute.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"wanlab-agent: one emulated GPU server of a wanlab lab. Started by the controller inside the "
+               "node's namespace (or by a container); connects to the controller, runs the stage workers it is "
+               "assigned and reports."};
+  std::string address, node, log_level = "info";
+  std::string token = std::getenv("WANLAB_TOKEN") ? std::getenv("WANLAB_TOKEN") : "";
+  bool once = false;
+  app.add_option("--controller", address, "Controller address: unix:/run/wanlab/LAB/agents.sock or tcp:HOST:PORT")
+      ->required();
+  app.add_option("--node", node, "This node's name in the lab, e.g. use-0")->required();
+  app.add_option("--token", token, "Bearer token for a TCP controller (default: $WANLAB_TOKEN)");
+  app.add_flag("--once", once, "Exit after one run (agents the controller starts itself)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e [" + node + "] [%l] %v");
+
+  wanlab::agent::AgentOptions ao;
+  ao.node = node;
+  const auto gpus = wanlab::gpu::list_gpus();
+  ao.gpus = static_cast<int>(gpus.size());
+  if (gpus.empty()) ao.gpu_reason = wanlab::gpu::gpu_unavailable_reason();
+  spdlog::info("agent for node {}: {}", node,
+               gpus.empty() ? "no GPU (" + ao.gpu_reason + "): modeled compute only"
+                            : fmt::format("{} GPU(s), first {}", gpus.size(), gpus.front().name));
+
+  boost::asio::io_context ioc;
+  std::unique_ptr<wanlab::protocol::ChannelClient> client;
+  int exit_code = 0;
+  auto stop = [&] {
+    boost::asio::post(ioc, [&] {
+      if (client) client->stop();
+      ioc.stop();
+    });
+  };
+  ao.once = once;
+  ao.on_finished = [&](bool ok) {
+    if (!ok) exit_code = 1;
+    stop();
+  };
+  wanlab::agent::Agent agent(ao, [&](const nlohmann::json& m) {
+    if (!client || !client->send(m)) spdlog::warn("not connected: {} message dropped", m.value("type", "?"));
+  });
+
+  wanlab::protocol::ChannelClientOptions co;
+  co.address = address;
+  co.hello = agent.hello();
+  co.token = token;
+  wanlab::protocol::ChannelClientHandlers h;
+  h.on_connected = [&](auto) { spdlog::info("connected to the controller at {}", address); };
+  h.on_message = [&](const nlohmann::json& m) {
+    if (m.value("type", "") == "error")
+      spdlog::error("controller: {}", wanlab::protocol::error_from_message(m).message);
+    agent.on_message(m);
+  };
+  h.on_disconnected = [&](const std::string& reason) {
+    spdlog::warn("controller connection: {}; retrying", reason);
+    agent.on_disconnected(reason);
+  };
+  try {
+    client = std::make_unique<wanlab::protocol::ChannelClient>(ioc, co, h);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+  boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    spdlog::info("signal: stopping");
+    client->stop();
+    ioc.stop();
+  });
+  ioc.run();
+  client.reset();
+  return exit_code;
+}

@@ -1,0 +1,115 @@
+#include "worker.hpp"
+
+#include <fmt/format.h>
+
+namespace wanlab::agent {
+
+using program::Op;
+using program::OpKind;
+using program::Span;
+using program::SpanKind;
+
+bool ModeledCompute::run(const Op& op, const program::StageShape&, const std::atomic<bool>& abort) {
+  const auto until =
+      Clock::now() + std::chrono::nanoseconds(static_cast<std::int64_t>(op.flops / effective_flops_ * 1e9));
+  std::unique_lock lock(mutex_);
+  cv_.wait_until(lock, until, [&] { return abort.load(); });
+  return !abort.load();
+}
+
+Worker::Worker(program::WorkerProgram program, std::unique_ptr<Compute> compute, DataPlane& data,
+               WorkerOptions options)
+    : program_(std::move(program)), compute_(std::move(compute)), data_(data), options_(std::move(options)) {
+  report_.worker = program_.worker;
+}
+
+std::int64_t Worker::since_start(Clock::time_point t) const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t - options_.start).count();
+}
+
+void Worker::add_span(Span s) {
+  std::lock_guard lock(spans_mutex_);
+  report_.spans.push_back(s);
+}
+
+void Worker::run(const std::atomic<bool>& abort) {
+  const int me = program_.worker;
+  for (int it = 0; it < options_.iterations; ++it) {
+    program::IterationTime iter{since_start(Clock::now()), 0};
+    for (std::size_t i = 0; i < program_.ops.size(); ++i) {
+      const Op& op = program_.ops[i];
+      switch (op.kind) {
+        case OpKind::forward:
+        case OpKind::backward:
+        case OpKind::optimizer: {
+          const auto t0 = Clock::now();
+          if (!compute_->run(op, program_.shape, abort)) throw Aborted();
+          const auto kind = op.kind == OpKind::forward    ? SpanKind::forward
+                            : op.kind == OpKind::backward ? SpanKind::backward
+                                                          : SpanKind::optimizer;
+          add_span({kind, it, op.microbatch, since_start(t0), since_start(Clock::now()), 0, -1});
+          break;
+        }
+        case OpKind::send: {
+          const auto t0 = since_start(Clock::now());
+          {
+            std::lock_guard lock(spans_mutex_);
+            ++sends_in_flight_;
+          }
+          data_.send(me, op.peer, wire_tag(it, op.tag), op.bytes, [this, it, op, t0] {
+            std::lock_guard lock(spans_mutex_);
+            report_.spans.push_back(
+                {SpanKind::send, it, op.microbatch, t0, since_start(Clock::now()), op.bytes, op.peer});
+            if (--sends_in_flight_ == 0) sends_done_.notify_all();
+          });
+          break;
+        }
+        case OpKind::recv: {
+          const auto t0 = Clock::now();
+          data_.wait(op.peer, me, wire_tag(it, op.tag), op.bytes);
+          const auto t1 = Clock::now();
+          // Only the time actually spent waiting is a span: data that was already there
+          // cost nothing.
+          if (t1 - t0 > std::chrono::microseconds(50))
+            add_span({SpanKind::recv_wait, it, op.microbatch, since_start(t0), since_start(t1), op.bytes, op.peer});
+          break;
+        }
+        case OpKind::allreduce: {
+          const auto n = static_cast<int>(op.ring.size());
+          if (n <= 1) break;
+          int pos = -1;
+          for (int r = 0; r < n; ++r)
+            if (op.ring[static_cast<std::size_t>(r)] == me) pos = r;
+          if (pos < 0) throw std::runtime_error(fmt::format("worker {}: not in its all-reduce ring", me));
+          const int next = op.ring[static_cast<std::size_t>((pos + 1) % n)];
+          const int prev = op.ring[static_cast<std::size_t>((pos + n - 1) % n)];
+          const std::uint64_t chunk = op.bytes / static_cast<std::uint64_t>(n);
+          const auto t0 = Clock::now();
+          for (int step = 0; step < 2 * (n - 1); ++step) {
+            const auto tag = wire_tag(it, allreduce_tag(i, step));
+            data_.send(me, next, tag, chunk, {});
+            data_.wait(prev, me, tag, chunk);
+          }
+          add_span({SpanKind::allreduce, it, -1, since_start(t0), since_start(Clock::now()),
+                    chunk * static_cast<std::uint64_t>(2 * (n - 1)), -1});
+          break;
+        }
+      }
+      if (abort) throw Aborted();
+    }
+    iter.end_ns = since_start(Clock::now());
+    {
+      std::lock_guard lock(spans_mutex_);
+      report_.iterations.push_back(iter);
+    }
+    if (options_.on_iteration) options_.on_iteration(me, it);
+  }
+}
+
+program::WorkerReport Worker::report(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(spans_mutex_);
+  sends_done_.wait_for(lock, timeout, [&] { return sends_in_flight_ == 0; });
+  return report_;
+}
+
+}  // namespace wanlab::agent

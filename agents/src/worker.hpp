@@ -1,0 +1,88 @@
+#pragma once
+// A stage worker: one emulated GPU executing its program (common/program.hpp) for a run's
+// iterations, recording what it did as spans.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "data_plane.hpp"
+#include "wanlab/common/program.hpp"
+
+namespace wanlab::gpu {
+class GpuCompute;
+}
+
+namespace wanlab::agent {
+
+using Clock = std::chrono::steady_clock;
+
+/// Where compute time comes from: a wait of flops / effective FLOP/s (modeled) or the
+/// stage's GEMMs on a GPU (cuda).
+class Compute {
+ public:
+  virtual ~Compute() = default;
+  /// Runs (or waits out) one compute op; returns early with false when `abort` is set.
+  virtual bool run(const program::Op& op, const program::StageShape& shape, const std::atomic<bool>& abort) = 0;
+};
+
+/// Waits flops / `effective_flops` without using the CPU, woken early by an abort.
+class ModeledCompute final : public Compute {
+ public:
+  explicit ModeledCompute(double effective_flops, std::mutex& m, std::condition_variable& cv)
+      : effective_flops_(effective_flops), mutex_(m), cv_(cv) {}
+  bool run(const program::Op& op, const program::StageShape& shape, const std::atomic<bool>& abort) override;
+
+ private:
+  double effective_flops_;
+  std::mutex& mutex_;
+  std::condition_variable& cv_;
+};
+
+struct WorkerOptions {
+  int iterations = 1;
+  Clock::time_point start;  // the run's start barrier: span times count from here
+  /// Called after each iteration (on the worker's thread).
+  std::function<void(int worker, int iteration)> on_iteration;
+};
+
+class Worker {
+ public:
+  Worker(program::WorkerProgram program, std::unique_ptr<Compute> compute, DataPlane& data, WorkerOptions options);
+  /// The run's start barrier, from which span times count.
+  void set_start(Clock::time_point start) { options_.start = start; }
+  /// Runs the whole schedule on the calling thread. Throws Aborted or std::runtime_error.
+  void run(const std::atomic<bool>& abort);
+  /// The report (call after run() returned; send spans complete asynchronously, so this
+  /// waits for outstanding ones, up to `timeout`).
+  program::WorkerReport report(std::chrono::milliseconds timeout);
+  const program::WorkerProgram& program() const { return program_; }
+
+ private:
+  std::int64_t since_start(Clock::time_point t) const;
+  void add_span(program::Span s);
+
+  program::WorkerProgram program_;
+  std::unique_ptr<Compute> compute_;
+  DataPlane& data_;
+  WorkerOptions options_;
+  std::mutex spans_mutex_;
+  std::condition_variable sends_done_;
+  int sends_in_flight_ = 0;
+  program::WorkerReport report_;
+};
+
+/// The wire tag of a program op's message in `iteration`: programs reuse their tags every
+/// iteration, the wire does not.
+inline std::uint64_t wire_tag(int iteration, std::uint32_t tag) {
+  return static_cast<std::uint64_t>(static_cast<std::uint32_t>(iteration)) << 32 | tag;
+}
+/// Tags of all-reduce ring steps: the top bit set, then the op's index and the step.
+inline std::uint32_t allreduce_tag(std::size_t op_index, int step) {
+  return 0x80000000u | static_cast<std::uint32_t>(op_index & 0x7ffff) << 12 | static_cast<std::uint32_t>(step & 0xfff);
+}
+
+}  // namespace wanlab::agent

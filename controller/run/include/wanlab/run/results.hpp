@@ -1,0 +1,54 @@
+#pragma once
+// A run's results: summary.json, timeline.json and links.csv, from the workers' reports and
+// the WAN counters sampled while it ran. Pure apart from write_run_folder().
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "wanlab/common/program.hpp"
+#include "wanlab/core/topology.hpp"
+#include "wanlab/workload/plan.hpp"
+
+namespace wanlab::run {
+
+/// One WAN link's counters at one moment, counted from the run's start.
+struct LinkSample {
+  double t_s = 0;  // since the start barrier
+  std::size_t src = 0, dst = 0;
+  std::uint64_t bytes = 0;          // wire bytes sent on the link
+  std::uint64_t payload_bytes = 0;  // TCP/UDP payload (userspace engine; 0 on the kernel backend)
+  std::uint64_t drops = 0;
+  std::uint64_t queued_packets = 0;
+};
+
+struct RunMeta {
+  std::string run_id;
+  std::string lab;
+  std::string backend;
+  std::string started_at;  // ISO 8601 UTC
+  double scale = 1;
+  std::string scenario_file;
+  /// The rate in force on each link during the run (configured x scale), by link index.
+  std::vector<std::uint64_t> rate_bps;
+};
+
+/// The summary (DESIGN.md metrics): workload::summarize's fields, plus `wan` per directed
+/// link with traffic: bytes, payload_bytes, expected_payload_bytes (what the scenario
+/// implies), payload_error (relative), rate, utilization (wire bytes / (rate x time)); and
+/// the run's identity. `samples` are cumulative, the last of each link the run's total.
+nlohmann::json make_summary(const workload::Plan& plan, const core::Topology& topo,
+                            const std::vector<program::WorkerReport>& reports, const std::vector<LinkSample>& samples,
+                            const RunMeta& meta);
+
+/// links.csv: t_s,src,dst,bytes,payload_bytes,mbit_s,drops,queued_packets; one row per link
+/// and sample, mbit_s the rate since the link's previous sample.
+std::string links_csv(const core::Topology& topo, const std::vector<LinkSample>& samples);
+
+/// Writes summary.json, timeline.json, links.csv and scenario.json into `dir` (created).
+void write_run_folder(const std::filesystem::path& dir, const nlohmann::json& summary, const nlohmann::json& timeline,
+                      const std::string& links_csv, const nlohmann::json& scenario);
+
+}  // namespace wanlab::run

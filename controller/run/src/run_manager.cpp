@@ -1,0 +1,481 @@
+#include "wanlab/run/run_manager.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "wanlab/common/channel.hpp"
+#include "wanlab/common/channel_address.hpp"
+#include "wanlab/common/channel_server.hpp"
+#include "wanlab/common/protocol.hpp"
+#include "wanlab/core/diagnostics.hpp"
+#include "wanlab/lab/naming.hpp"
+#include "wanlab/run/coordinator.hpp"
+#include "wanlab/run/results.hpp"
+#include "wanlab/workload/metrics.hpp"
+#include "wanlab/workload/plan.hpp"
+#include "wanlab/workload/scenario.hpp"
+
+namespace wanlab::run {
+namespace fs = std::filesystem;
+using api::ApiError;
+
+namespace {
+
+std::string now_iso8601() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Starts `binary args...` inside the named network namespace, output to `log`. Everything
+// the child needs is prepared before fork(): between fork and exec it only makes system
+// calls (this process has threads).
+pid_t spawn_in_netns(const std::string& netns, const fs::path& binary, const std::vector<std::string>& args,
+                     const fs::path& log) {
+  const auto ns_path = "/run/netns/" + netns;
+  const int nsfd = ::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (nsfd < 0) throw std::runtime_error(fmt::format("open {}: {}", ns_path, std::strerror(errno)));
+  const int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (logfd < 0) {
+    ::close(nsfd);
+    throw std::runtime_error(fmt::format("open {}: {}", log.string(), std::strerror(errno)));
+  }
+  std::vector<std::string> all{binary.string()};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setns(nsfd, CLONE_NEWNET) != 0) ::_exit(126);
+    ::dup2(logfd, 1);
+    ::dup2(logfd, 2);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    // The daemon's sockets (API, agents, netlink) stay with the daemon.
+    ::close_range(3, ~0U, 0);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  const int err = errno;
+  ::close(nsfd);
+  ::close(logfd);
+  if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(err)));
+  return pid;
+}
+
+}  // namespace
+
+fs::path find_agent_binary() {
+  std::vector<fs::path> tried;
+  if (const char* env = std::getenv("WANLAB_AGENT"); env && *env) {
+    if (::access(env, X_OK) == 0) return env;
+    tried.emplace_back(env);
+  }
+  std::error_code ec;
+  const auto self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const auto& p : {self.parent_path() / "wanlab-agent", self.parent_path().parent_path() / "agents" / "wanlab-agent"}) {
+      if (::access(p.c_str(), X_OK) == 0) return p;
+      tried.push_back(p);
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& t : tried) names.push_back(t.string());
+  throw std::runtime_error(fmt::format("wanlab-agent not found (looked at {}); set WANLAB_AGENT", fmt::join(names, ", ")));
+}
+
+struct RunManager::Impl : std::enable_shared_from_this<Impl> {
+  Impl(boost::asio::io_context& io, api::LabController& l, RunManagerOptions o)
+      : ioc(io), lab(l), options(std::move(o)), timer(io) {}
+
+  struct Active {
+    std::string id;
+    api::RunRequest request;
+    workload::Scenario scenario;
+    std::unique_ptr<RunCoordinator> coordinator;
+    fs::path out;
+    std::map<std::string, pid_t> agents;  // node -> pid, agents this manager started
+    std::vector<LinkSample> samples;
+    std::map<std::pair<std::size_t, std::size_t>, shaping::LinkCounters> base;  // counters at start
+    bool sampling = false;
+    Clock::time_point start_steady;
+    std::string started_at;
+    Clock::time_point finished_at{};
+  };
+
+  boost::asio::io_context& ioc;
+  api::LabController& lab;
+  RunManagerOptions options;
+  boost::asio::steady_timer timer;
+  std::unique_ptr<protocol::ChannelServer> server;
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<protocol::Channel>> agents;  // node -> channel
+  std::map<std::string, nlohmann::json> hellos;                      // node -> its hello
+  std::unique_ptr<Active> active;
+  std::map<std::string, nlohmann::json> finished;  // id -> final status
+  int next_id = 1;
+  bool closed = false;
+
+  void start_server() {
+    protocol::ChannelServerOptions so;
+    so.unix_path = options.agent_socket;
+    if (options.tcp_listen) {
+      const auto a = protocol::parse_address("tcp:" + *options.tcp_listen);
+      so.tcp = boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address(a.host), a.port);
+    }
+    so.token = options.token;
+    std::weak_ptr<Impl> weak = shared_from_this();
+    server = std::make_unique<protocol::ChannelServer>(
+        ioc, so, [weak](std::shared_ptr<protocol::Channel> ch, const nlohmann::json& hello) {
+          if (auto self = weak.lock()) self->on_hello(std::move(ch), hello);
+        });
+    schedule_tick();
+  }
+
+  void schedule_tick() {
+    timer.expires_after(std::chrono::milliseconds(100));
+    std::weak_ptr<Impl> weak = shared_from_this();
+    timer.async_wait([weak](const boost::system::error_code& ec) {
+      if (ec) return;
+      if (auto self = weak.lock()) {
+        self->tick();
+        self->schedule_tick();
+      }
+    });
+  }
+
+  void send_all(const std::vector<Outgoing>& out) {
+    for (const auto& o : out)
+      if (auto it = agents.find(o.node); it != agents.end()) it->second->send(o.message);
+  }
+
+  void on_hello(std::shared_ptr<protocol::Channel> ch, const nlohmann::json& hello) {
+    std::lock_guard lock(mutex);
+    const auto node = hello.value("node", std::string{});
+    const auto& topo = lab.topology();
+    bool known = false;
+    for (const auto& dc : topo.dcs)
+      for (int i = 0; i < dc.nodes; ++i) known |= core::node_name(dc, i) == node;
+    if (!known) {
+      ch->send(protocol::error_message({"unknown_node", fmt::format("lab {} has no node '{}'", topo.name, node), "node"}));
+      ch->close();
+      return;
+    }
+    if (auto old = agents.find(node); old != agents.end()) old->second->close("replaced by a newer connection of the same node");
+    agents[node] = ch;
+    hellos[node] = hello;
+    std::weak_ptr<Impl> weak = shared_from_this();
+    std::weak_ptr<protocol::Channel> wch = ch;
+    ch->start(
+        [weak, node, wch](const nlohmann::json& m) {
+          if (auto self = weak.lock()) self->on_message(node, wch, m);
+        },
+        [weak, node, wch](const std::string& reason) {
+          if (auto self = weak.lock()) self->on_close(node, wch, reason);
+        });
+    ch->send(protocol::message("welcome", {{"controller_version", "0.1.0"}}));
+    spdlog::info("agent of node {} connected (pid {})", node, hello.value("pid", 0));
+    if (active) send_all(active->coordinator->agent_joined(node, hello, Clock::now()));
+  }
+
+  void on_message(const std::string& node, const std::weak_ptr<protocol::Channel>& wch, const nlohmann::json& m) {
+    std::lock_guard lock(mutex);
+    auto it = agents.find(node);
+    if (it == agents.end() || it->second != wch.lock()) return;  // a replaced connection
+    if (m.value("type", std::string{}) == "failed")
+      spdlog::warn("node {} reports: {}", node, m.value("message", std::string{}));
+    if (active) send_all(active->coordinator->message(node, m, Clock::now()));
+    after_event();
+  }
+
+  void on_close(const std::string& node, const std::weak_ptr<protocol::Channel>& wch, const std::string& reason) {
+    std::lock_guard lock(mutex);
+    auto it = agents.find(node);
+    if (it == agents.end() || it->second != wch.lock()) return;
+    agents.erase(it);
+    spdlog::info("agent of node {} disconnected: {}", node, reason);
+    if (active) send_all(active->coordinator->agent_left(node, reason, Clock::now()));
+    after_event();
+  }
+
+  void sample(Active& a, bool force = false) {
+    const auto start = a.coordinator->start_unix_ns();
+    if (!start) return;
+    const auto now_unix =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const double t = static_cast<double>(now_unix - *start) / 1e9;
+    if (!force && t < 0) return;
+    for (const auto& [src, dst, c] : lab.link_counters()) {
+      const auto& b = a.base[{src, dst}];
+      a.samples.push_back({std::max(0.0, t), src, dst, c.bytes - b.bytes, c.payload_bytes - b.payload_bytes,
+                           c.drops - b.drops, c.queued_packets});
+    }
+  }
+
+  // Phase changes that need the manager: counters at the start, results at the end.
+  void after_event() {
+    if (!active) return;
+    auto& a = *active;
+    const auto phase = a.coordinator->phase();
+    if (phase == Phase::running && !a.sampling) {
+      a.sampling = true;
+      for (const auto& [src, dst, c] : lab.link_counters()) a.base[{src, dst}] = c;
+      a.start_steady = Clock::now();
+    }
+    if (phase == Phase::done || phase == Phase::failed) finish();
+  }
+
+  void tick() {
+    std::lock_guard lock(mutex);
+    reap(false);
+    if (!active) return;
+    send_all(active->coordinator->tick(Clock::now()));
+    if (active && active->sampling && active->coordinator->phase() == Phase::running) sample(*active);
+    // A spawned agent that exits before the end of its run is a failure, with its log.
+    for (const auto& [node, pid] : active->agents) {
+      int st = 0;
+      if (pid > 0 && ::waitpid(pid, &st, WNOHANG) == pid) {
+        active->agents[node] = -1;
+        const auto phase = active->coordinator->phase();
+        if (phase != Phase::done && phase != Phase::failed)
+          send_all(active->coordinator->abort(fmt::format(
+              "the agent of node {} exited ({}); see {}", node,
+              WIFEXITED(st) ? fmt::format("status {}", WEXITSTATUS(st)) : fmt::format("signal {}", WTERMSIG(st)),
+              (active->out / "agents" / (node + ".log")).string())));
+      }
+    }
+    after_event();
+  }
+
+  std::vector<pid_t> leftover;  // agents of finished runs not yet reaped
+  void reap(bool all) {
+    std::vector<pid_t> keep;
+    for (pid_t p : leftover) {
+      if (p <= 0) continue;
+      int st = 0;
+      if (::waitpid(p, &st, all ? 0 : WNOHANG) != p) keep.push_back(p);
+    }
+    leftover.swap(keep);
+  }
+
+  void finish() {
+    auto a = std::move(active);
+    auto& co = *a->coordinator;
+    nlohmann::json st = status_json(*a);
+    if (co.phase() == Phase::done) {
+      try {
+        sample(*a, true);
+        RunMeta meta;
+        meta.run_id = a->id;
+        meta.lab = lab.topology().name;
+        meta.backend = options.backend;
+        meta.started_at = a->started_at;
+        meta.scale = a->scenario.scale;
+        meta.scenario_file = a->request.scenario;
+        for (const auto& l : lab.topology().links)
+          meta.rate_bps.push_back(static_cast<std::uint64_t>(static_cast<double>(l.params.rate.bps) * a->scenario.scale));
+        const auto summary = make_summary(co.plan(), lab.topology(), co.reports(), a->samples, meta);
+        write_run_folder(a->out, summary, workload::chrome_trace(co.plan(), co.reports()),
+                         links_csv(lab.topology(), a->samples), workload::to_json(a->scenario));
+        st["summary"] = summary;
+        spdlog::info("run {} done: iteration time {:.3f} s, GPU utilization {:.1f} %, results in {}", a->id,
+                     summary.at("iteration_time_s").value("mean", 0.0),
+                     100 * summary.at("gpu_utilization").value("mean", 0.0), a->out.string());
+      } catch (const std::exception& e) {
+        st["phase"] = "failed";
+        st["error"] = fmt::format("the run finished but its results could not be written: {}", e.what());
+        spdlog::error("run {}: {}", a->id, st["error"].get<std::string>());
+      }
+    } else {
+      spdlog::error("run {} failed: {}", a->id, co.error());
+      std::error_code ec;
+      std::ofstream(a->out / "error.txt") << co.error() << "\n";
+    }
+    try {
+      lab.set_rate_scale(1.0);
+    } catch (const std::exception& e) {
+      spdlog::warn("run {}: link rates not restored: {}", a->id, e.what());
+    }
+    // Agents we started exit after `bye` (or `abort`); any still there in 3 s is killed.
+    for (const auto& [node, pid] : a->agents)
+      if (pid > 0) leftover.push_back(pid);
+    const auto pids = leftover;
+    auto t = std::make_shared<boost::asio::steady_timer>(ioc, std::chrono::seconds(3));
+    t->async_wait([t, pids, self = shared_from_this()](const boost::system::error_code&) {
+      std::lock_guard lock(self->mutex);
+      for (pid_t p : pids)
+        if (p > 0 && ::kill(p, 0) == 0) ::kill(p, SIGKILL);
+      self->reap(false);
+    });
+    finished[a->id] = st;
+  }
+
+  nlohmann::json status_json(const Active& a) const {
+    const auto& co = *a.coordinator;
+    nlohmann::json j = {{"run", a.id},
+                        {"scenario", a.scenario.name},
+                        {"scenario_file", a.request.scenario},
+                        {"out", a.out.string()},
+                        {"phase", to_string(co.phase())},
+                        {"iterations", a.scenario.iterations},
+                        {"iterations_done", co.iterations_done()},
+                        {"workers", co.plan().workers.size()},
+                        {"nodes", co.nodes().size()},
+                        {"started_at", a.started_at}};
+    if (!co.error().empty()) j["error"] = co.error();
+    return j;
+  }
+
+  nlohmann::json start(const api::RunRequest& r) {
+    std::lock_guard lock(mutex);
+    if (closed) throw ApiError(409, "closing", "the controller is shutting down");
+    if (active)
+      throw ApiError(409, "busy", fmt::format("run {} is in progress on lab {}; one run at a time (abort it with "
+                                              "DELETE /v1/runs/{})",
+                                              active->id, lab.topology().name, active->id));
+    workload::Scenario scenario;
+    workload::Plan plan;
+    try {
+      scenario = workload::load_scenario(r.scenario);
+      if (r.connections) scenario.connections = *r.connections;
+      if (r.policy) scenario.policy = *r.policy;
+      const auto& known = workload::known_policies();
+      if (std::find(known.begin(), known.end(), scenario.policy) == known.end())
+        throw ApiError(400, "bad_request",
+                       fmt::format("policy: '{}' is not one of {}", scenario.policy, fmt::join(known, ", ")), "policy");
+      const auto scen_topo = core::load_topology(scenario.topology_path);
+      const auto& topo = lab.topology();
+      bool same = scen_topo.dcs.size() == topo.dcs.size();
+      for (std::size_t i = 0; same && i < topo.dcs.size(); ++i)
+        same = scen_topo.dcs[i].name == topo.dcs[i].name && scen_topo.dcs[i].nodes == topo.dcs[i].nodes &&
+               scen_topo.dcs[i].gpus_per_node == topo.dcs[i].gpus_per_node && scen_topo.dcs[i].gpu == topo.dcs[i].gpu;
+      if (!same)
+        throw ApiError(409, "wrong_lab",
+                       fmt::format("scenario {} is for topology {} ({}), but lab {} has other DCs or nodes",
+                                   scenario.name, scenario.topology_path.string(), scen_topo.name, topo.name),
+                       "scenario");
+      plan = workload::build_plan(scenario, topo);
+    } catch (const core::ConfigError& e) {
+      throw ApiError(400, "bad_scenario", e.what(), "scenario");
+    }
+    auto a = std::make_unique<Active>();
+    a->id = fmt::format("{}-{}", scenario.name, next_id++);
+    a->request = r;
+    a->scenario = scenario;
+    a->out = r.out;
+    a->started_at = now_iso8601();
+    std::error_code ec;
+    fs::create_directories(a->out / "agents", ec);
+    if (ec) throw ApiError(400, "bad_request", fmt::format("out: cannot create {}: {}", r.out, ec.message()), "out");
+    lab.set_rate_scale(scenario.scale);
+    a->coordinator = std::make_unique<RunCoordinator>(a->id, std::move(plan), lab.topology(), CoordinatorOptions{},
+                                                      Clock::now());
+    active = std::move(a);
+    auto& act = *active;
+    try {
+      if (options.spawn_agents) {
+        const auto binary = options.agent_binary.empty() ? find_agent_binary() : options.agent_binary;
+        for (const auto& node : act.coordinator->nodes()) {
+          if (agents.count(node)) continue;  // already connected (e.g. left over): reuse it
+          act.agents[node] = spawn_in_netns(lab::ns_node(lab.topology().name, node), binary,
+                                            {"--controller", "unix:" + options.agent_socket.string(), "--node", node,
+                                             "--once"},
+                                            act.out / "agents" / (node + ".log"));
+        }
+      }
+    } catch (const std::exception& e) {
+      send_all(act.coordinator->abort(fmt::format("cannot start agents: {}", e.what())));
+      finish();
+      throw ApiError(500, "agents", fmt::format("cannot start agents: {}", e.what()));
+    }
+    for (const auto& [node, ch] : agents)
+      send_all(act.coordinator->agent_joined(node, hellos[node], Clock::now()));
+    spdlog::info("run {}: scenario {} ({} workers on {} nodes), results to {}", act.id, act.scenario.name,
+                 act.coordinator->plan().workers.size(), act.coordinator->nodes().size(), act.out.string());
+    return status_json(act);
+  }
+};
+
+RunManager::RunManager(boost::asio::io_context& ioc, api::LabController& lab, RunManagerOptions options)
+    : impl_(std::make_shared<Impl>(ioc, lab, std::move(options))) {
+  impl_->start_server();
+}
+
+RunManager::~RunManager() { close(); }
+
+nlohmann::json RunManager::start(const api::RunRequest& request) { return impl_->start(request); }
+
+nlohmann::json RunManager::status(const std::string& id) {
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->active && impl_->active->id == id) return impl_->status_json(*impl_->active);
+  if (auto it = impl_->finished.find(id); it != impl_->finished.end()) return it->second;
+  throw ApiError(404, "no_run", fmt::format("no run '{}'", id));
+}
+
+nlohmann::json RunManager::list() {
+  std::lock_guard lock(impl_->mutex);
+  nlohmann::json l = nlohmann::json::array();
+  for (const auto& [id, st] : impl_->finished) {
+    auto s = st;
+    s.erase("summary");
+    l.push_back(s);
+  }
+  if (impl_->active) l.push_back(impl_->status_json(*impl_->active));
+  return {{"runs", l}};
+}
+
+nlohmann::json RunManager::abort(const std::string& id) {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->active || impl_->active->id != id) {
+    if (impl_->finished.count(id))
+      throw ApiError(409, "finished", fmt::format("run {} has already finished", id));
+    throw ApiError(404, "no_run", fmt::format("no run '{}'", id));
+  }
+  impl_->send_all(impl_->active->coordinator->abort("aborted by request"));
+  impl_->finish();
+  return impl_->finished.at(id);
+}
+
+void RunManager::close() {
+  if (!impl_) return;
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->closed) return;
+  impl_->closed = true;
+  if (impl_->active) {
+    impl_->send_all(impl_->active->coordinator->abort("the controller is shutting down"));
+    impl_->finish();
+  }
+  impl_->timer.cancel();
+  for (auto& [node, ch] : impl_->agents) ch->close();
+  impl_->agents.clear();
+  impl_->server.reset();
+  for (pid_t p : impl_->leftover)
+    if (p > 0) ::kill(p, SIGKILL);
+  impl_->reap(true);
+}
+
+nlohmann::json DaemonController::status() {
+  auto s = lab_.status();
+  s["runs"] = runs_.list()["runs"];
+  return s;
+}
+
+}  // namespace wanlab::run

@@ -1,0 +1,71 @@
+#pragma once
+// A scenario on a lab: where every worker runs, what each stage costs, and the program each
+// worker executes every iteration (wanlab/common/program.hpp has the op semantics).
+//
+// Per worker (stage s, replica d, TP rank t), one iteration:
+//   - the pipeline schedule's forwards and backwards of the micro-batches (GPipe: all
+//     forwards, then all backwards; 1F1B: Megatron's non-interleaved schedule);
+//   - before a forward, except on the first stage: recv the activations from (s-1, d, t);
+//     after it, except on the last stage: send them to (s+1, d, t);
+//   - before a backward, except on the last stage: recv the activation gradients from
+//     (s+1, d, t); after it, except on the first stage: send them to (s-1, d, t);
+//   - after the backwards, with dp > 1: a ring all-reduce of the gradients among the
+//     replicas (s, *, t), ring in replica order; then the optimizer step.
+// Each TP rank carries 1/tp of a stage boundary's tensor (the receiving TP group gathers
+// the rest inside its node, which is not modeled). Bytes on the wire are multiplied by the
+// scenario's scale and rounded, at least 1.
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "wanlab/common/program.hpp"
+#include "wanlab/core/topology.hpp"
+#include "wanlab/workload/cost.hpp"
+#include "wanlab/workload/placement.hpp"
+#include "wanlab/workload/scenario.hpp"
+
+namespace wanlab::workload {
+
+/// Tags of the pipeline messages of micro-batch `mb`, unique per direction per iteration.
+constexpr std::uint32_t activation_tag(int mb) {
+  return 2 * static_cast<std::uint32_t>(mb);
+}
+constexpr std::uint32_t gradient_tag(int mb) {
+  return 2 * static_cast<std::uint32_t>(mb) + 1;
+}
+
+/// The order in which one stage runs its micro-batches: (forward or backward, micro-batch).
+std::vector<std::pair<program::OpKind, int>> pipeline_order(Schedule schedule, int pp, int stage, int micro_batches);
+
+struct Plan {
+  Scenario scenario;
+  core::Topology topology;
+  std::vector<WorkerPlacement> workers;  // by worker id
+  std::vector<StageCost> stages;
+  std::vector<program::WorkerProgram> programs;  // by worker id
+  std::vector<double> effective_flops;           // by worker id: its GPU's peak x mfu
+  std::uint64_t pipeline_message_bytes = 0;      // one send between stages (one TP rank's share), scaled
+
+  /// Payload one directed DC pair carries in one iteration.
+  struct LinkBytes {
+    std::size_t src = 0;
+    std::size_t dst = 0;
+    std::uint64_t bytes = 0;
+    bool operator==(const LinkBytes&) const = default;
+  };
+  /// Every DC pair with traffic, sorted by (src, dst): pipeline messages between stages in
+  /// different DCs, and all-reduce steps between replicas in different DCs.
+  std::vector<LinkBytes> wan_bytes_per_iteration;
+
+  std::uint64_t wan_bytes_total() const;
+};
+
+/// The bytes a scenario puts on the wire for `bytes` of payload: x scale, rounded, at least 1.
+std::uint64_t scaled_bytes(const Scenario& scenario, std::uint64_t bytes);
+
+/// Places the workers and builds their programs. Throws core::ConfigError when the
+/// scenario does not fit the lab (see place_workers).
+Plan build_plan(const Scenario& scenario, const core::Topology& topo);
+
+}  // namespace wanlab::workload

@@ -1,0 +1,96 @@
+#pragma once
+// A training scenario: which lab, which model, how it is split (PP x DP x TP), the pipeline
+// schedule, and how the run is shaped (iterations, scale, policy). Parsed and validated from
+// JSON (bench/scenarios/README.md documents the format); pure, no I/O beyond reading files.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "wanlab/core/diagnostics.hpp"
+
+namespace wanlab::workload {
+
+enum class Dtype { bf16, fp16, fp32 };
+std::string to_string(Dtype dtype);
+int dtype_bytes(Dtype dtype);
+
+/// A decoder-only transformer.
+struct ModelSpec {
+  std::string preset;  // the preset it started from, "" for a fully custom model
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;  // < heads: grouped-query attention
+  int ffn_hidden = 0;
+  bool gated_mlp = false;  // SwiGLU
+  int seq_len = 0;
+  int vocab = 0;
+  Dtype dtype = Dtype::bf16;
+  bool operator==(const ModelSpec&) const = default;
+};
+
+/// The named models ("1.3b", "7b", "8b", "13b", "70b"); sources in bench/scenarios/README.md.
+const std::vector<ModelSpec>& model_presets();
+const ModelSpec* find_preset(std::string_view name);
+
+/// The FFN width when none is given: 4 h, or for a gated MLP 8/3 h rounded up to a
+/// multiple of 256 (as Llama does: 4096 -> 11008).
+int default_ffn_hidden(int hidden, bool gated_mlp);
+
+struct Parallelism {
+  int pp = 1;
+  int dp = 1;
+  int tp = 1;
+  int gpus() const { return pp * dp * tp; }
+  bool operator==(const Parallelism&) const = default;
+};
+
+enum class Schedule { gpipe, one_f_one_b };
+std::string to_string(Schedule schedule);  // "gpipe", "1f1b"
+
+enum class ComputeMode { modeled, cuda };
+std::string to_string(ComputeMode mode);
+
+/// Bandwidth policies the arbiter offers; the one place a new policy registers.
+const std::vector<std::string>& known_policies();
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string source_file;              // as given, for messages
+  std::filesystem::path topology_path;  // resolved against the scenario file's folder
+  ModelSpec model;
+  double mfu = 0.4;  // model FLOP utilization: effective / peak FLOP/s
+  Parallelism parallelism;
+  Schedule schedule = Schedule::one_f_one_b;
+  int micro_batch_size = 1;
+  int micro_batches = 1;
+  int iterations = 1;
+  int warmup = 0;
+  int connections = 1;  // TCP connections per WAN peer
+  std::string policy = "fair";
+  ComputeMode compute = ComputeMode::modeled;
+  double scale = 1;  // multiplies bytes and link rates
+  std::uint64_t seed = 1;
+  /// placement[stage][dp replica] = DC name; empty: the Atlas rule places the stages.
+  std::vector<std::vector<std::string>> placement;
+};
+
+/// Reads, parses and validates a scenario file. Throws core::ConfigError listing every
+/// problem (unreadable file, bad JSON with line/column, all validation errors at once).
+Scenario load_scenario(const std::filesystem::path& file);
+
+/// Parses and validates an already-read document. `file` names it in diagnostics; the
+/// topology path resolves against `base_dir`.
+Scenario parse_scenario(const nlohmann::json& doc, const std::string& file, const std::filesystem::path& base_dir);
+
+/// Canonical JSON (every field explicit, the topology path absolute); parse_scenario
+/// accepts it back.
+nlohmann::json to_json(const Scenario& scenario);
+
+}  // namespace wanlab::workload

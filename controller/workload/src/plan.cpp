@@ -1,0 +1,140 @@
+#include "wanlab/workload/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include "wanlab/workload/gpu.hpp"
+
+namespace wanlab::workload {
+using program::Op;
+using program::OpKind;
+
+std::vector<std::pair<OpKind, int>> pipeline_order(Schedule schedule, int pp, int stage, int micro_batches) {
+  if (pp < 1 || stage < 0 || stage >= pp || micro_batches < 0)
+    throw std::invalid_argument(
+        fmt::format("pipeline_order: stage {} of {} with {} micro-batches", stage, pp, micro_batches));
+  std::vector<std::pair<OpKind, int>> order;
+  order.reserve(2 * static_cast<std::size_t>(micro_batches));
+  if (schedule == Schedule::gpipe) {
+    for (int mb = 0; mb < micro_batches; ++mb) order.emplace_back(OpKind::forward, mb);
+    for (int mb = 0; mb < micro_batches; ++mb) order.emplace_back(OpKind::backward, mb);
+    return order;
+  }
+  // 1F1B: enough forwards to fill the pipeline below this stage, then alternate, then drain.
+  const int warmup = std::min(pp - stage - 1, micro_batches);
+  const int steady = micro_batches - warmup;
+  for (int mb = 0; mb < warmup; ++mb) order.emplace_back(OpKind::forward, mb);
+  for (int i = 0; i < steady; ++i) {
+    order.emplace_back(OpKind::forward, warmup + i);
+    order.emplace_back(OpKind::backward, i);
+  }
+  for (int mb = steady; mb < micro_batches; ++mb) order.emplace_back(OpKind::backward, mb);
+  return order;
+}
+
+std::uint64_t scaled_bytes(const Scenario& scenario, std::uint64_t bytes) {
+  const double scaled = std::round(static_cast<double>(bytes) * scenario.scale);
+  return std::max<std::uint64_t>(1, static_cast<std::uint64_t>(scaled));
+}
+
+std::uint64_t Plan::wan_bytes_total() const {
+  std::uint64_t total = 0;
+  for (const auto& l : wan_bytes_per_iteration) total += l.bytes;
+  return total;
+}
+
+namespace {
+
+Op compute_op(OpKind kind, int mb, double flops) {
+  Op op;
+  op.kind = kind;
+  op.microbatch = mb;
+  op.flops = flops;
+  return op;
+}
+
+program::WorkerProgram worker_program(const Plan& plan, const WorkerPlacement& w) {
+  const auto& s = plan.scenario;
+  const auto& par = s.parallelism;
+  const auto& cost = plan.stages[static_cast<std::size_t>(w.stage)];
+  const bool first = w.stage == 0;
+  const bool last = w.stage == par.pp - 1;
+  const int prev = first ? -1 : worker_id(par, w.stage - 1, w.dp_rank, w.tp_rank);
+  const int next = last ? -1 : worker_id(par, w.stage + 1, w.dp_rank, w.tp_rank);
+  const auto message = [&](OpKind kind, int peer, std::uint32_t tag, int mb) {
+    Op op;
+    op.kind = kind;
+    op.microbatch = mb;
+    op.peer = peer;
+    op.bytes = plan.pipeline_message_bytes;
+    op.tag = tag;
+    return op;
+  };
+
+  program::WorkerProgram p{w.worker, w.stage, w.dp_rank, w.tp_rank, cost.shape, {}};
+  for (auto [kind, mb] : pipeline_order(s.schedule, par.pp, w.stage, s.micro_batches)) {
+    if (kind == OpKind::forward) {
+      if (!first) p.ops.push_back(message(OpKind::recv, prev, activation_tag(mb), mb));
+      p.ops.push_back(compute_op(OpKind::forward, mb, cost.forward_flops));
+      if (!last) p.ops.push_back(message(OpKind::send, next, activation_tag(mb), mb));
+    } else {
+      if (!last) p.ops.push_back(message(OpKind::recv, next, gradient_tag(mb), mb));
+      p.ops.push_back(compute_op(OpKind::backward, mb, cost.backward_flops));
+      if (!first) p.ops.push_back(message(OpKind::send, prev, gradient_tag(mb), mb));
+    }
+  }
+  if (par.dp > 1) {
+    Op ar;
+    ar.kind = OpKind::allreduce;
+    ar.bytes = scaled_bytes(s, cost.gradient_bytes_per_gpu);
+    for (int r = 0; r < par.dp; ++r) ar.ring.push_back(worker_id(par, w.stage, r, w.tp_rank));
+    p.ops.push_back(std::move(ar));
+  }
+  p.ops.push_back(compute_op(OpKind::optimizer, -1, cost.optimizer_flops));
+  return p;
+}
+
+// Directed DC pair -> payload bytes, from what the programs send.
+std::vector<Plan::LinkBytes> wan_bytes(const Plan& plan) {
+  std::map<std::pair<std::size_t, std::size_t>, std::uint64_t> bytes;
+  const auto dc_of = [&](int worker) { return plan.workers.at(static_cast<std::size_t>(worker)).dc; };
+  for (const auto& p : plan.programs) {
+    const std::size_t src = dc_of(p.worker);
+    for (const auto& op : p.ops) {
+      if (op.kind == OpKind::send && dc_of(op.peer) != src) bytes[{src, dc_of(op.peer)}] += op.bytes;
+      if (op.kind != OpKind::allreduce || op.ring.size() < 2) continue;
+      const auto n = op.ring.size();
+      const auto pos = static_cast<std::size_t>(std::find(op.ring.begin(), op.ring.end(), p.worker) - op.ring.begin());
+      const std::size_t dst = dc_of(op.ring[(pos + 1) % n]);
+      // 2(n-1) steps (reduce-scatter, then all-gather), each one chunk to the next rank.
+      if (dst != src) bytes[{src, dst}] += 2 * (n - 1) * program::ring_chunk_bytes(op.bytes, n);
+    }
+  }
+  std::vector<Plan::LinkBytes> out;
+  for (const auto& [pair, b] : bytes) out.push_back({pair.first, pair.second, b});
+  return out;
+}
+
+}  // namespace
+
+Plan build_plan(const Scenario& scenario, const core::Topology& topo) {
+  Plan plan;
+  plan.scenario = scenario;
+  plan.topology = topo;
+  plan.workers = place_workers(scenario, topo);
+  plan.stages = stage_costs(scenario.model, scenario.parallelism, scenario.micro_batch_size);
+  plan.pipeline_message_bytes = scaled_bytes(scenario, activation_bytes(scenario.model, scenario.micro_batch_size) /
+                                                           static_cast<std::uint64_t>(scenario.parallelism.tp));
+  for (const auto& w : plan.workers) {
+    plan.programs.push_back(worker_program(plan, w));
+    plan.effective_flops.push_back(effective_flops(topo.dcs.at(w.dc).gpu, scenario.model.dtype, scenario.mfu));
+  }
+  plan.wan_bytes_per_iteration = wan_bytes(plan);
+  return plan;
+}
+
+}  // namespace wanlab::workload

@@ -1,0 +1,463 @@
+// Scenario files: reading, validation (every problem at once, each with its JSON pointer),
+// and the canonical JSON form. The format is documented in bench/scenarios/README.md.
+#include "wanlab/workload/scenario.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <system_error>
+
+#include "json_fields.hpp"
+
+namespace wanlab::workload {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace fields;
+
+namespace {
+
+constexpr std::string_view kTopKeys[] = {
+    "name",     "description",      "topology",      "model",      "gpu",      "parallelism",
+    "schedule", "micro_batch_size", "micro_batches", "iterations", "warmup",   "connections",
+    "policy",   "compute",          "scale",         "seed",       "placement"};
+constexpr std::string_view kModelKeys[] = {"preset",     "layers",    "hidden",  "heads", "kv_heads",
+                                           "ffn_hidden", "gated_mlp", "seq_len", "vocab", "dtype"};
+constexpr std::string_view kGpuKeys[] = {"mfu"};
+constexpr std::string_view kParallelismKeys[] = {"pp", "dp", "tp"};
+constexpr std::string_view kSchedules[] = {"gpipe", "1f1b"};
+constexpr std::string_view kComputeModes[] = {"modeled", "cuda"};
+constexpr std::string_view kDtypes[] = {"bf16", "fp16", "fp32"};
+
+constexpr std::size_t kMaxName = 64;
+constexpr int kMaxConnections = 64;
+// Bounds that keep every product (tokens x hidden x layers, FLOPs) far from overflow while
+// leaving room for far larger models than anyone emulates.
+constexpr std::int64_t kMaxLayers = 1024;
+constexpr std::int64_t kMaxHidden = 1 << 17;
+constexpr std::int64_t kMaxHeads = 1024;
+constexpr std::int64_t kMaxFfn = 1 << 20;
+constexpr std::int64_t kMaxSeq = 1 << 21;
+constexpr std::int64_t kMaxVocab = 1 << 22;
+constexpr std::int64_t kMaxParallel = 4096;
+constexpr std::int64_t kMaxGpus = 1 << 16;  // far beyond a lab on one machine, and ids stay ints
+constexpr std::int64_t kMaxMicroBatchSize = 4096;
+constexpr std::int64_t kMaxMicroBatches = 1 << 16;
+constexpr std::int64_t kMaxIterations = 1 << 20;
+
+std::vector<std::string_view> preset_names() {
+  std::vector<std::string_view> names;
+  for (const auto& p : model_presets()) names.push_back(p.preset);
+  return names;
+}
+
+bool name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+void check_name(const std::string& name, const std::string& path, core::Diagnostics& d) {
+  const bool ok = !name.empty() && name_char(name.front()) &&
+                  std::all_of(name.begin(), name.end(), [](char c) { return name_char(c) || c == '-'; });
+  if (!ok)
+    d.add(path, fmt::format("'{}': use lowercase letters, digits and '-', starting with a letter or digit "
+                            "([a-z0-9][a-z0-9-]*): the name names run folders and files",
+                            name));
+  else if (name.size() > kMaxName)
+    d.add(path, fmt::format("'{}' is {} characters, at most {} allowed", name, name.size(), kMaxName));
+}
+
+// An integer field of an object, stored into `out` when present and valid.
+void read_int(const json& obj, const std::string& path, std::string_view key, std::int64_t lo, std::int64_t hi,
+              std::string_view why, int& out, core::Diagnostics& d) {
+  if (const json* v = find(obj, key))
+    if (auto i = as_integer(*v, child(path, key), lo, hi, why, d)) out = static_cast<int>(*i);
+}
+
+// Which fields a document set, so defaults and cross-checks apply only where they should.
+struct ModelFields {
+  bool ok = true;  // false: the model section is broken; skip the checks that use it
+  bool kv_heads = false;
+  bool ffn_hidden = false;
+};
+
+class ScenarioParser {
+ public:
+  ScenarioParser(Scenario& s, const fs::path& base_dir, core::Diagnostics& d) : s_(s), base_dir_(base_dir), d_(d) {}
+
+  void parse(const json& doc) {
+    check_keys(doc, "", kTopKeys, d_);
+    name(find(doc, "name"));
+    if (const json* v = find(doc, "description"))
+      if (auto desc = as_string(*v, "/description", "a string", d_)) s_.description = *desc;
+    topology(find(doc, "topology"));
+    model(find(doc, "model"));
+    gpu(find(doc, "gpu"));
+    parallelism(find(doc, "parallelism"));
+    run_shape(doc);
+    placement(find(doc, "placement"));
+    cross_checks();
+  }
+
+ private:
+  void name(const json* v) {
+    if (v == nullptr) {
+      d_.add("/name", "missing: every scenario needs a name such as \"three-dc-7b\"");
+      return;
+    }
+    if (auto n = as_string(*v, "/name", "a scenario name such as \"three-dc-7b\"", d_)) {
+      check_name(*n, "/name", d_);
+      s_.name = *n;
+    }
+  }
+
+  void topology(const json* v) {
+    const std::string path = "/topology";
+    if (v == nullptr) {
+      d_.add(path, "missing: give the lab's topology file, relative to this file's folder");
+      return;
+    }
+    auto given = as_string(*v, path, "a path to a topology file", d_);
+    if (!given) return;
+    if (given->empty()) {
+      d_.add(path, "empty path; give the topology file relative to this file's folder");
+      return;
+    }
+    fs::path resolved = base_dir_ / *given;
+    std::error_code ec;
+    if (auto abs = fs::absolute(resolved, ec); !ec) resolved = abs;
+    resolved = resolved.lexically_normal();
+    if (!fs::exists(resolved, ec))
+      d_.add(path, fmt::format("topology file not found: {}", resolved.string()));
+    else if (fs::is_directory(resolved, ec))
+      d_.add(path, fmt::format("topology path is a folder, not a file: {}", resolved.string()));
+    else
+      s_.topology_path = resolved;
+  }
+
+  void model(const json* v) {
+    const std::string path = "/model";
+    const auto names = preset_names();
+    const auto unknown_preset = [&](const std::string& name, const std::string& at) {
+      d_.add(at,
+             fmt::format("unknown model preset \"{}\"{}; presets: {}", name, did_you_mean(name, names), join(names)));
+    };
+    if (v == nullptr) {
+      d_.add(path, fmt::format("missing: give a preset name ({}) or an object with the model's shape", join(names)));
+      model_.ok = false;
+      return;
+    }
+    if (v->is_string()) {
+      const auto& preset = v->get_ref<const std::string&>();
+      if (const ModelSpec* p = find_preset(preset)) {
+        s_.model = *p;
+        model_.kv_heads = model_.ffn_hidden = true;
+      } else {
+        unknown_preset(preset, path);
+        model_.ok = false;
+      }
+      return;
+    }
+    if (!is_object(*v, path, "a preset name such as \"7b\" or an object such as {\"preset\": \"7b\", \"layers\": 8}",
+                   d_)) {
+      model_.ok = false;
+      return;
+    }
+    check_keys(*v, path, kModelKeys, d_);
+    const std::size_t problems_before = d_.items().size();
+    ModelSpec& m = s_.model;
+    bool from_preset = false;
+    if (const json* p = find(*v, "preset")) {
+      if (auto preset = as_string(*p, child(path, "preset"), "a preset name such as \"7b\"", d_)) {
+        if (const ModelSpec* spec = find_preset(*preset)) {
+          m = *spec;
+          from_preset = true;
+          model_.kv_heads = model_.ffn_hidden = true;
+        } else {
+          unknown_preset(*preset, child(path, "preset"));
+        }
+      }
+      // A broken preset leaves the shape unknown; saying that every field is missing too would be noise.
+      if (!from_preset) {
+        model_.ok = false;
+        return;
+      }
+    }
+    const auto required = [&](std::string_view key, std::int64_t hi, int& out) {
+      if (find(*v, key) == nullptr && !from_preset) {
+        d_.add(child(path, key), fmt::format("missing: a custom model needs \"{}\" (or start from a \"preset\")", key));
+        return;
+      }
+      read_int(*v, path, key, 1, hi, "", out, d_);
+    };
+    required("layers", kMaxLayers, m.layers);
+    required("hidden", kMaxHidden, m.hidden);
+    required("heads", kMaxHeads, m.heads);
+    required("seq_len", kMaxSeq, m.seq_len);
+    required("vocab", kMaxVocab, m.vocab);
+    if (find(*v, "kv_heads") != nullptr) {
+      model_.kv_heads = true;
+      read_int(*v, path, "kv_heads", 1, kMaxHeads, "", m.kv_heads, d_);
+    }
+    if (find(*v, "ffn_hidden") != nullptr) {
+      model_.ffn_hidden = true;
+      read_int(*v, path, "ffn_hidden", 1, kMaxFfn, "", m.ffn_hidden, d_);
+    }
+    if (const json* g = find(*v, "gated_mlp"))
+      if (auto gated = as_bool(*g, child(path, "gated_mlp"), d_)) m.gated_mlp = *gated;
+    if (const json* t = find(*v, "dtype"))
+      if (auto dtype = as_choice(*t, child(path, "dtype"), "a data type such as \"bf16\"", kDtypes, d_))
+        m.dtype = *dtype == "bf16" ? Dtype::bf16 : *dtype == "fp16" ? Dtype::fp16 : Dtype::fp32;
+    if (d_.items().size() != problems_before) {
+      model_.ok = false;
+      return;
+    }
+    if (!model_.kv_heads) m.kv_heads = m.heads;
+    if (!model_.ffn_hidden) m.ffn_hidden = default_ffn_hidden(m.hidden, m.gated_mlp);
+  }
+
+  void gpu(const json* v) {
+    if (v == nullptr || !is_object(*v, "/gpu", "an object such as {\"mfu\": 0.4}", d_)) return;
+    check_keys(*v, "/gpu", kGpuKeys, d_);
+    if (const json* m = find(*v, "mfu"))
+      if (auto mfu = as_fraction(*m, "/gpu/mfu", "the fraction of the GPU's peak FLOP/s a stage achieves", d_))
+        s_.mfu = *mfu;
+  }
+
+  void parallelism(const json* v) {
+    const std::string path = "/parallelism";
+    if (v == nullptr) {
+      d_.add(path, "missing: give {\"pp\": stages, \"dp\": replicas, \"tp\": GPUs per replica}");
+      parallel_ok_ = false;
+      return;
+    }
+    if (!is_object(*v, path, "an object such as {\"pp\": 3, \"dp\": 4, \"tp\": 8}", d_)) {
+      parallel_ok_ = false;
+      return;
+    }
+    check_keys(*v, path, kParallelismKeys, d_);
+    auto& p = s_.parallelism;
+    const std::pair<std::string_view, int*> entries[] = {{"pp", &p.pp}, {"dp", &p.dp}, {"tp", &p.tp}};
+    for (const auto& [key, out] : entries) {
+      if (find(*v, key) == nullptr) {
+        d_.add(child(path, key), "missing: give a positive integer");
+        parallel_ok_ = false;
+        continue;
+      }
+      const std::size_t before = d_.items().size();
+      read_int(*v, path, key, 1, kMaxParallel, "", *out, d_);
+      if (d_.items().size() != before) parallel_ok_ = false;
+    }
+  }
+
+  void run_shape(const json& doc) {
+    if (const json* v = find(doc, "schedule")) {
+      if (auto sched = as_choice(*v, "/schedule", "a schedule name", kSchedules, d_))
+        s_.schedule = *sched == "gpipe" ? Schedule::gpipe : Schedule::one_f_one_b;
+    } else {
+      d_.add("/schedule", "missing: give the pipeline schedule, \"gpipe\" or \"1f1b\"");
+    }
+    read_int(doc, "", "micro_batch_size", 1, kMaxMicroBatchSize, "", s_.micro_batch_size, d_);
+    const auto required = [&](std::string_view key, std::int64_t hi, int& out, std::string_view what) {
+      if (find(doc, key) == nullptr) {
+        d_.add(child("", key), fmt::format("missing: give {}", what));
+        return false;
+      }
+      const std::size_t before = d_.items().size();
+      read_int(doc, "", key, 1, hi, "", out, d_);
+      return d_.items().size() == before;
+    };
+    required("micro_batches", kMaxMicroBatches, s_.micro_batches, "the number of micro-batches per iteration");
+    iterations_ok_ = required("iterations", kMaxIterations, s_.iterations, "the number of training iterations");
+    if (find(doc, "warmup") != nullptr) {
+      const std::size_t before = d_.items().size();
+      read_int(doc, "", "warmup", 0, kMaxIterations, "", s_.warmup, d_);
+      warmup_ok_ = d_.items().size() == before;
+    }
+    read_int(doc, "", "connections", 1, kMaxConnections, "TCP connections per WAN peer", s_.connections, d_);
+    if (const json* v = find(doc, "policy")) {
+      std::vector<std::string_view> policies;
+      for (const auto& p : known_policies()) policies.push_back(p);
+      if (auto policy = as_choice(*v, "/policy", "a bandwidth policy name", policies, d_)) s_.policy = *policy;
+    }
+    if (const json* v = find(doc, "compute"))
+      if (auto mode = as_choice(*v, "/compute", "a compute mode", kComputeModes, d_))
+        s_.compute = *mode == "cuda" ? ComputeMode::cuda : ComputeMode::modeled;
+    if (const json* v = find(doc, "scale"))
+      if (auto scale = as_fraction(*v, "/scale", "it multiplies bytes and link rates", d_)) s_.scale = *scale;
+    if (const json* v = find(doc, "seed"))
+      if (auto seed = as_unsigned(*v, "/seed", d_)) s_.seed = *seed;
+  }
+
+  void placement(const json* v) {
+    const std::string path = "/placement";
+    if (v == nullptr) return;
+    if (!v->is_array()) {
+      d_.add(path, fmt::format("expected an array with one entry per stage, each an array of DC names (one per DP "
+                               "replica), got {}",
+                               describe(*v)));
+      return;
+    }
+    const auto& p = s_.parallelism;
+    if (parallel_ok_ && v->size() != static_cast<std::size_t>(p.pp))
+      d_.add(path, fmt::format("{} entries for pp {}: give one per stage", v->size(), p.pp));
+    std::vector<std::vector<std::string>> out;
+    for (std::size_t stage = 0; stage < v->size(); ++stage) {
+      const auto& entry = (*v)[stage];
+      const std::string at = child(path, stage);
+      auto& dcs = out.emplace_back();
+      if (!entry.is_array()) {
+        d_.add(at, fmt::format("expected an array of DC names, one per DP replica, got {}", describe(entry)));
+        continue;
+      }
+      if (parallel_ok_ && entry.size() != static_cast<std::size_t>(p.dp))
+        d_.add(at,
+               fmt::format("{} DC names for dp {}: give one per DP replica of stage {}", entry.size(), p.dp, stage));
+      for (std::size_t r = 0; r < entry.size(); ++r)
+        if (auto dc = as_string(entry[r], child(at, r), "a DC name such as \"use\"", d_)) dcs.push_back(*dc);
+    }
+    s_.placement = std::move(out);
+  }
+
+  void cross_checks() {
+    const auto& m = s_.model;
+    const auto& p = s_.parallelism;
+    if (model_.ok) {
+      if (m.hidden % m.heads != 0)
+        d_.add("/model/hidden",
+               fmt::format("{} does not divide by heads {}: every head needs the same width", m.hidden, m.heads));
+      if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
+        d_.add("/model/kv_heads", fmt::format("{} must divide heads {} (grouped-query attention shares each KV head "
+                                              "among a whole number of query heads)",
+                                              m.kv_heads, m.heads));
+    }
+    if (parallel_ok_ && static_cast<std::int64_t>(p.pp) * p.dp * p.tp > kMaxGpus) {
+      d_.add("/parallelism", fmt::format("pp {} x dp {} x tp {} is more than {} GPUs", p.pp, p.dp, p.tp, kMaxGpus));
+      parallel_ok_ = false;
+    }
+    if (model_.ok && parallel_ok_) {
+      if (m.layers < p.pp)
+        d_.add("/parallelism/pp",
+               fmt::format("{} stages for a model of {} layers: every stage needs a layer", p.pp, m.layers));
+      if (m.heads % p.tp != 0 || m.kv_heads % p.tp != 0)
+        d_.add("/parallelism/tp", fmt::format("{} does not divide heads {} and kv_heads {}: tensor parallelism splits "
+                                              "the attention heads",
+                                              p.tp, m.heads, m.kv_heads));
+    }
+    if (iterations_ok_ && warmup_ok_ && s_.warmup >= s_.iterations)
+      d_.add("/warmup",
+             fmt::format("{} warm-up iterations leave none of the {} iterations to measure", s_.warmup, s_.iterations));
+  }
+
+  Scenario& s_;
+  const fs::path& base_dir_;
+  core::Diagnostics& d_;
+  ModelFields model_;
+  bool parallel_ok_ = true;
+  bool iterations_ok_ = true;
+  bool warmup_ok_ = true;
+};
+
+ModelSpec preset(std::string name, int layers, int hidden, int heads, int kv_heads, int ffn, bool gated, int seq,
+                 int vocab) {
+  return ModelSpec{std::move(name), layers, hidden, heads, kv_heads, ffn, gated, seq, vocab, Dtype::bf16};
+}
+
+}  // namespace
+
+std::string to_string(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::bf16:
+      return "bf16";
+    case Dtype::fp16:
+      return "fp16";
+    case Dtype::fp32:
+      return "fp32";
+  }
+  return "?";
+}
+
+int dtype_bytes(Dtype dtype) {
+  return dtype == Dtype::fp32 ? 4 : 2;
+}
+
+std::string to_string(Schedule schedule) {
+  return schedule == Schedule::gpipe ? "gpipe" : "1f1b";
+}
+
+std::string to_string(ComputeMode mode) {
+  return mode == ComputeMode::cuda ? "cuda" : "modeled";
+}
+
+const std::vector<std::string>& known_policies() {
+  static const std::vector<std::string> policies{"fair"};
+  return policies;
+}
+
+const std::vector<ModelSpec>& model_presets() {
+  // Sources: bench/scenarios/README.md.
+  static const std::vector<ModelSpec> presets{
+      preset("1.3b", 24, 2048, 16, 16, 8192, false, 2048, 50257),
+      preset("7b", 32, 4096, 32, 32, 11008, true, 4096, 32000),
+      preset("8b", 32, 4096, 32, 8, 14336, true, 8192, 128256),
+      preset("13b", 40, 5120, 40, 40, 13824, true, 4096, 32000),
+      preset("70b", 80, 8192, 64, 8, 28672, true, 8192, 128256),
+  };
+  return presets;
+}
+
+const ModelSpec* find_preset(std::string_view name) {
+  for (const auto& p : model_presets())
+    if (p.preset == name) return &p;
+  return nullptr;
+}
+
+int default_ffn_hidden(int hidden, bool gated_mlp) {
+  if (!gated_mlp) return 4 * hidden;
+  // ceil(8 h / 3) rounded up to a multiple of 256.
+  const std::int64_t ffn = (8 * static_cast<std::int64_t>(hidden) + 2) / 3;
+  return static_cast<int>((ffn + 255) / 256 * 256);
+}
+
+Scenario parse_scenario(const json& doc, const std::string& file, const fs::path& base_dir) {
+  core::Diagnostics d(file);
+  Scenario s;
+  s.source_file = file;
+  if (!is_object(doc, "", "a JSON object with \"name\", \"topology\", \"model\" and \"parallelism\"", d))
+    d.throw_if_any();
+  ScenarioParser(s, base_dir, d).parse(doc);
+  d.throw_if_any();
+  return s;
+}
+
+Scenario load_scenario(const fs::path& file) {
+  core::Diagnostics d(file.string());
+  const json doc = read_document(file.string(), d);
+  return parse_scenario(doc, file.string(), file.parent_path());
+}
+
+json to_json(const Scenario& s) {
+  const auto& m = s.model;
+  json model{{"layers", m.layers},     {"hidden", m.hidden},         {"heads", m.heads},
+             {"kv_heads", m.kv_heads}, {"ffn_hidden", m.ffn_hidden}, {"gated_mlp", m.gated_mlp},
+             {"seq_len", m.seq_len},   {"vocab", m.vocab},           {"dtype", to_string(m.dtype)}};
+  if (!m.preset.empty()) model["preset"] = m.preset;
+  json j{{"name", s.name},
+         {"topology", s.topology_path.string()},
+         {"model", std::move(model)},
+         {"gpu", {{"mfu", s.mfu}}},
+         {"parallelism", {{"pp", s.parallelism.pp}, {"dp", s.parallelism.dp}, {"tp", s.parallelism.tp}}},
+         {"schedule", to_string(s.schedule)},
+         {"micro_batch_size", s.micro_batch_size},
+         {"micro_batches", s.micro_batches},
+         {"iterations", s.iterations},
+         {"warmup", s.warmup},
+         {"connections", s.connections},
+         {"policy", s.policy},
+         {"compute", to_string(s.compute)},
+         {"scale", s.scale},
+         {"seed", s.seed}};
+  if (!s.description.empty()) j["description"] = s.description;
+  if (!s.placement.empty()) j["placement"] = s.placement;
+  return j;
+}
+
+}  // namespace wanlab::workload
