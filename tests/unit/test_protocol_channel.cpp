@@ -416,8 +416,10 @@ TEST_CASE("channel: a stream that fails at step N closes the channel once, with 
     boost::beast::test::fail_count fc(n);
     TestStream a(ioc, fc), b(ioc);
     a.connect(b);
-    auto left = make_channel(std::move(a), fast(), "left");
-    auto right = make_channel(std::move(b), fast(), "right");
+    auto options = fast();
+    options.idle = 5ms;  // pings bring the failing operation sooner
+    auto left = make_channel(std::move(a), options, "left");
+    auto right = make_channel(std::move(b), options, "right");
     int left_closes = 0, right_got = 0;
     std::string reason;
     left->start([](const json&) {},

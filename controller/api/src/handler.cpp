@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 
 namespace wanlab::api {
@@ -100,10 +101,12 @@ RunRequest parse_run_request(const std::string& body) {
   }
   if (j.contains("connections")) {
     const auto& c = j.at("connections");
-    if (!c.is_number_integer() || c.get<int>() < 1 || c.get<int>() > 64)
+    // Range-checked as 64 bits: get<int>() would wrap 4294967297 to 1 and accept it.
+    const std::int64_t n = c.is_number_integer() ? c.get<std::int64_t>() : 0;
+    if (!c.is_number_integer() || (c.is_number_unsigned() && c.get<std::uint64_t>() > 64) || n < 1 || n > 64)
       throw ApiError(400, "bad_request", fmt::format("connections: {}: expected an integer in 1..64", c.dump()),
                      "connections");
-    r.connections = c.get<int>();
+    r.connections = static_cast<int>(n);
   }
   if (j.contains("policy")) r.policy = string_field(j, "policy");
   return r;

@@ -1,0 +1,160 @@
+// Scenario runs on real labs: agents in the nodes' namespaces, every byte over TCP through
+// the emulated WAN. Checks the data plane's byte counts against the scenario, that the
+// iteration time follows the WAN rate, and that k connections beat one over a long fat link.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "process.hpp"
+
+using namespace wanlab;
+using test::run;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path tmp(const std::string& name) { return fs::temp_directory_path() / name; }
+
+// Two DCs of `nodes` nodes x `gpus` GPUs, one WAN link each way.
+std::string write_topology(const std::string& lab, int nodes, int gpus, const std::string& rtt,
+                           const std::string& rate) {
+  const auto path = tmp(lab + ".json");
+  nlohmann::json doc = {
+      {"name", lab},
+      {"dcs",
+       {{{"name", "use"}, {"nodes", nodes}, {"gpus_per_node", gpus}},
+        {{"name", "euw"}, {"nodes", nodes}, {"gpus_per_node", gpus}}}},
+      {"wan", {{{"between", {"use", "euw"}}, {"rtt", rtt}, {"rate", rate}}}}};
+  std::ofstream(path) << doc.dump(2);
+  return path.string();
+}
+
+std::string write_scenario(const std::string& name, const std::string& topology, nlohmann::json par,
+                           const std::string& schedule, int micro_batches, int connections, double scale,
+                           int layers = 4) {
+  const auto path = tmp(name + "-scenario.json");
+  nlohmann::json doc = {{"name", name},
+                        {"topology", topology},
+                        {"model", {{"layers", layers}, {"hidden", 2048}, {"heads", 16}, {"seq_len", 2048}, {"vocab", 32000}}},
+                        {"parallelism", par},
+                        {"schedule", schedule},
+                        {"micro_batches", micro_batches},
+                        {"iterations", 3},
+                        {"warmup", 1},
+                        {"connections", connections},
+                        {"scale", scale}};
+  std::ofstream(path) << doc.dump(2);
+  return path.string();
+}
+
+nlohmann::json run_scenario(const std::string& scenario, const fs::path& out, const std::string& extra = "") {
+  fs::remove_all(out);
+  auto r = run(test::wanlab() + " run " + scenario + " --out " + out.string() + " --quiet " + extra);
+  INFO(r.out);
+  for (const auto& f : fs::exists(out / "agents") ? fs::directory_iterator(out / "agents") : fs::directory_iterator())
+    if (r.code != 0) UNSCOPED_INFO(run("tail -n 20 " + f.path().string()).out);
+  REQUIRE(r.code == 0);
+  std::ifstream f(out / "summary.json");
+  return nlohmann::json::parse(f);
+}
+
+const nlohmann::json& wan(const nlohmann::json& summary, const std::string& src, const std::string& dst) {
+  for (const auto& w : summary.at("wan"))
+    if (w.at("src") == src && w.at("dst") == dst) return w;
+  FAIL("no WAN entry " << src << "->" << dst);
+  throw std::logic_error("unreachable");
+}
+
+}  // namespace
+
+TEST_CASE("a two-DC run: bytes on the WAN are the scenario's, results are complete", "[run]") {
+  const auto topo = write_topology("wlrun", 2, 4, "20ms", "200Mbit");
+  // One stage per DC: dp 2 x tp 4 fills a DC's 8 GPUs.
+  const auto scen = write_scenario("wlrun-basic", topo, {{"pp", 2}, {"dp", 2}, {"tp", 4}}, "1f1b", 4, 2, 0.1);
+  const auto out = tmp("wlrun-basic-out");
+  const auto s = run_scenario(scen, out);
+  for (const auto& [src, dst] : {std::pair{"use", "euw"}, std::pair{"euw", "use"}}) {
+    const auto& w = wan(s, src, dst);
+    INFO(src << "->" << dst << ": " << w.dump());
+    const double expected = w.at("expected_payload_bytes").get<double>();
+    REQUIRE(expected > 1e6);
+    // Counted by the userspace engine on the wire (TCP payload), against the scenario's
+    // bytes: the 32-byte stripe headers and retransmissions are the only difference.
+    CHECK(std::abs(w.at("payload_bytes").get<double>() - expected) / expected < 0.02);
+  }
+  CHECK(s.at("iteration_time_s").at("mean").get<double>() > 0.05);
+  CHECK(s.at("gpu_utilization").at("per_gpu").size() == 16);
+  CHECK(s.at("backend") == "userspace");
+  CHECK(s.at("scale") == 0.1);
+  const auto timeline = nlohmann::json::parse(std::ifstream(out / "timeline.json"));
+  CHECK(timeline.at("traceEvents").size() > 16 * 3 * 8);
+  std::ifstream csv(out / "links.csv");
+  std::string header;
+  std::getline(csv, header);
+  CHECK(header == "t_s,src,dst,bytes,payload_bytes,mbit_s,drops,queued_packets");
+  int rows = 0;
+  for (std::string line; std::getline(csv, line);) ++rows;
+  CHECK(rows >= 4);
+  // The lab came up for the run and is gone again.
+  CHECK(run(test::wanlab() + " status wlrun").code != 0);
+}
+
+TEST_CASE("the iteration time rises when the WAN rate drops", "[run]") {
+  const auto topo = write_topology("wlrate", 1, 4, "10ms", "400Mbit");
+  const auto scen = write_scenario("wlrate", topo, {{"pp", 2}, {"dp", 1}, {"tp", 4}}, "gpipe", 4, 2, 0.5);
+  run(test::wanlab() + " down wlrate");
+  REQUIRE(run(test::wanlab() + " up " + topo).code == 0);
+  const auto fast = run_scenario(scen, tmp("wlrate-fast"));
+  REQUIRE(run(test::wanlab() + " link set use euw --lab wlrate --rate 100Mbit").code == 0);
+  REQUIRE(run(test::wanlab() + " link set euw use --lab wlrate --rate 100Mbit").code == 0);
+  const auto slow = run_scenario(scen, tmp("wlrate-slow"));
+  run(test::wanlab() + " down wlrate");
+  const double tf = fast.at("iteration_time_s").at("mean").get<double>();
+  const double ts = slow.at("iteration_time_s").at("mean").get<double>();
+  WARN("iteration time at 400 Mbit/s: " << tf << " s; at 100 Mbit/s: " << ts << " s");
+  CHECK(ts > 1.5 * tf);
+}
+
+TEST_CASE("k TCP connections fill a 200 ms link that one connection cannot", "[run]") {
+  // One GPU per DC, so a single worker pair carries everything: with k = 1 one TCP flow,
+  // whose window (the receiver's buffer limit) caps it far below the link rate at 200 ms.
+  const auto topo = write_topology("wlconn", 1, 1, "200ms", "800Mbit");
+  auto scen1 = write_scenario("wlconn-k1", topo, {{"pp", 2}, {"dp", 1}, {"tp", 1}}, "gpipe", 6, 1, 1.0, 2);
+  auto scen4 = write_scenario("wlconn-k4", topo, {{"pp", 2}, {"dp", 1}, {"tp", 1}}, "gpipe", 6, 4, 1.0, 2);
+  run(test::wanlab() + " down wlconn");
+  REQUIRE(run(test::wanlab() + " up " + topo).code == 0);
+  const auto k1 = run_scenario(scen1, tmp("wlconn-k1"));
+  const auto k4 = run_scenario(scen4, tmp("wlconn-k4"));
+  run(test::wanlab() + " down wlconn");
+  // What the link delivered at best over half a second (links.csv, payload bytes): the
+  // activations of a whole GPipe forward phase are in flight then.
+  auto peak = [](const fs::path& out) {
+    std::ifstream csv(out / "links.csv");
+    std::string line;
+    std::getline(csv, line);
+    std::vector<std::pair<double, double>> samples;  // t, payload bytes (use -> euw)
+    while (std::getline(csv, line)) {
+      std::vector<std::string> f;
+      std::stringstream ss(line);
+      for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+      if (f.size() == 8 && f[1] == "use") samples.emplace_back(std::stod(f[0]), std::stod(f[4]));
+    }
+    double best = 0;
+    for (std::size_t i = 0; i < samples.size(); ++i)
+      for (std::size_t j = i; j < samples.size(); ++j)
+        if (samples[j].first - samples[i].first >= 0.5) {
+          best = std::max(best, (samples[j].second - samples[i].second) * 8 / 1e6 /
+                                    (samples[j].first - samples[i].first));
+          break;
+        }
+    return best;
+  };
+  const double p1 = peak(tmp("wlconn-k1")), p4 = peak(tmp("wlconn-k4"));
+  WARN("200 ms RTT, 800 Mbit/s link: k=1 peaks at " << p1 << " Mbit/s (iteration " << k1.at("iteration_time_s").at("mean")
+                                                  << " s), k=4 at " << p4 << " Mbit/s (iteration "
+                                                  << k4.at("iteration_time_s").at("mean") << " s)");
+  CHECK(p4 > 1.3 * p1);
+}

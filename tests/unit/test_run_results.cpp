@@ -1,0 +1,286 @@
+// A run's results: summary.json's WAN part (bytes, payload against what the scenario
+// implies, utilization over the run's length) and identity, links.csv (rates from
+// consecutive samples of one link), and the run folder. Reports come from the virtual
+// executor running the plan, as the agents would send them.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "test_workload_fixtures.hpp"
+#include "wanlab/run/results.hpp"
+#include "wanlab/workload/execute.hpp"
+#include "wanlab/workload/metrics.hpp"
+#include "wanlab/workload/plan.hpp"
+#include "wanlab/workload/scenario.hpp"
+
+using namespace wanlab;
+using namespace wanlab::run;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Three DCs of 2 nodes with 2 GPUs each, fully meshed (6 directed links). The scenario puts
+// stage 0 in use and stage 1 in euw; apse carries nothing.
+const core::Topology& topo() {
+  static const core::Topology t = workload::testing::lab(json::parse(R"([
+    {"name": "use", "nodes": 2, "gpus_per_node": 2},
+    {"name": "euw", "nodes": 2, "gpus_per_node": 2},
+    {"name": "apse", "nodes": 2, "gpus_per_node": 2}])"));
+  return t;
+}
+
+workload::Plan make_plan(double scale = 1) {
+  const json doc = {{"name", "small"},
+                    {"topology", "two-dc.json"},  // must exist; the plan uses topo() above
+                    {"model", {{"layers", 4}, {"hidden", 128}, {"heads", 8}, {"seq_len", 32}, {"vocab", 100}}},
+                    {"parallelism", {{"pp", 2}, {"dp", 2}, {"tp", 2}}},
+                    {"placement", json::array({json::array({"use", "use"}), json::array({"euw", "euw"})})},
+                    {"schedule", "1f1b"},
+                    {"micro_batches", 4},
+                    {"iterations", 3},
+                    {"warmup", 1},
+                    {"connections", 4},
+                    {"scale", scale}};
+  const auto s = workload::parse_scenario(doc, "small.json", std::string(WANLAB_SOURCE_DIR) + "/topologies");
+  return workload::build_plan(s, topo());
+}
+
+std::vector<program::WorkerReport> reports_of(const workload::Plan& plan) {
+  return workload::execute(plan.programs, plan.scenario.iterations, workload::modeled_compute(plan),
+                           workload::uncontended_comm(plan));
+}
+
+std::size_t link_index(const std::string& src, const std::string& dst) {
+  const auto& t = topo();
+  for (std::size_t i = 0; i < t.links.size(); ++i)
+    if (t.dcs[t.links[i].src].name == src && t.dcs[t.links[i].dst].name == dst) return i;
+  FAIL("no link " << src << "->" << dst);
+  return 0;
+}
+
+RunMeta meta() {
+  RunMeta m;
+  m.run_id = "20240101-000000-small";
+  m.lab = "t";
+  m.backend = "userspace";
+  m.started_at = "2024-01-01T00:00:00.000Z";
+  m.scale = 1;
+  m.scenario_file = "/s/small.json";
+  // A different rate per link, so that a mix-up shows: link i runs at (i + 1) x 100 Mbit/s.
+  for (std::size_t i = 0; i < topo().links.size(); ++i) m.rate_bps.push_back((i + 1) * 100'000'000);
+  return m;
+}
+
+constexpr std::size_t kUse = 0, kEuw = 1, kApse = 2;
+
+const json* wan_entry(const json& summary, const std::string& src, const std::string& dst) {
+  for (const auto& w : summary.at("wan"))
+    if (w.at("src") == src && w.at("dst") == dst) return &w;
+  return nullptr;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("results: the plan's premises", "[unit][run][results]") {
+  const auto plan = make_plan();
+  REQUIRE(topo().links.size() == 6);
+  // One pipeline message: 1 sample x 32 tokens x 128 hidden x 2 bytes (bf16), split over tp 2.
+  CHECK(plan.pipeline_message_bytes == 4096);
+  // Per iteration and direction: 4 stage-0 workers x 4 micro-batches x 4096 bytes; the
+  // all-reduces stay inside the DCs.
+  CHECK(plan.wan_bytes_per_iteration ==
+        std::vector<workload::Plan::LinkBytes>{{kUse, kEuw, 65536}, {kEuw, kUse, 65536}});
+  CHECK(make_plan(0.5).wan_bytes_per_iteration ==
+        std::vector<workload::Plan::LinkBytes>{{kUse, kEuw, 32768}, {kEuw, kUse, 32768}});
+}
+
+TEST_CASE("results: the summary's WAN entries", "[unit][run][results]") {
+  const auto plan = make_plan();
+  const auto reports = reports_of(plan);
+  REQUIRE(reports.size() == 8);
+  std::int64_t end_ns = 0;
+  for (const auto& r : reports) end_ns = std::max(end_ns, r.iterations.back().end_ns);
+  REQUIRE(end_ns > 0);
+  const double run_s = static_cast<double>(end_ns) / 1e9;
+
+  const std::vector<LinkSample> samples = {
+      {0.5, kUse, kEuw, 50'000, 40'000, 1, 7},
+      {0.5, kEuw, kUse, 1'000, 0, 0, 0},  // the kernel backend counts no payload
+      {1.0, kUse, kEuw, 200'000, 190'000, 3, 0},  // the last of a link is its total
+  };
+  const auto m = meta();
+  const auto s = make_summary(plan, topo(), reports, samples, m);
+
+  REQUIRE(s["wan"].size() == 6);  // every directed link, in topology order
+  for (std::size_t i = 0; i < 6; ++i) {
+    INFO("link " << i);
+    CHECK(s["wan"][i]["src"] == topo().dcs[topo().links[i].src].name);
+    CHECK(s["wan"][i]["dst"] == topo().dcs[topo().links[i].dst].name);
+    CHECK(s["wan"][i]["rate_bps"] == Approx(static_cast<double>((i + 1) * 100'000'000)));
+  }
+
+  const json* ue = wan_entry(s, "use", "euw");
+  REQUIRE(ue);
+  const double rate_ue = static_cast<double>((link_index("use", "euw") + 1) * 100'000'000);
+  CHECK((*ue)["bytes"] == 200'000);
+  CHECK((*ue)["payload_bytes"] == 190'000);
+  CHECK((*ue)["expected_payload_bytes"] == 65536 * 3);
+  CHECK((*ue)["drops"] == 3);
+  CHECK((*ue)["rate_bps"] == Approx(rate_ue));
+  CHECK((*ue)["utilization"].get<double>() == Approx(200'000.0 * 8 / (rate_ue * run_s)).epsilon(1e-12));
+  CHECK((*ue)["payload_error"].get<double>() == Approx((190'000.0 - 196'608.0) / 196'608.0).epsilon(1e-12));
+  CHECK((*ue).size() == 9);
+
+  // Traffic expected but no payload counted: no payload_error.
+  const json* eu = wan_entry(s, "euw", "use");
+  REQUIRE(eu);
+  const double rate_eu = static_cast<double>((link_index("euw", "use") + 1) * 100'000'000);
+  CHECK((*eu)["bytes"] == 1'000);
+  CHECK((*eu)["payload_bytes"] == 0);
+  CHECK((*eu)["expected_payload_bytes"] == 196'608);
+  CHECK((*eu)["utilization"].get<double>() == Approx(1'000.0 * 8 / (rate_eu * run_s)).epsilon(1e-12));
+  CHECK_FALSE(eu->contains("payload_error"));
+
+  // A link without samples or traffic: zeros.
+  const json* ua = wan_entry(s, "use", "apse");
+  REQUIRE(ua);
+  CHECK(*ua == json{{"src", "use"},
+                    {"dst", "apse"},
+                    {"bytes", 0},
+                    {"payload_bytes", 0},
+                    {"expected_payload_bytes", 0},
+                    {"drops", 0},
+                    {"rate_bps", static_cast<double>((link_index("use", "apse") + 1) * 100'000'000)},
+                    {"utilization", 0.0}});
+
+  // The run's length is the end of the last iteration of any worker.
+  CHECK(s["run_time_s"].get<double>() == Approx(run_s).epsilon(1e-15));
+  CHECK(s["window_s"]["end"].get<double>() == Approx(run_s).epsilon(1e-12));
+}
+
+TEST_CASE("results: payload bytes counted by the wire can be larger than expected", "[unit][run][results]") {
+  const auto plan = make_plan();
+  const auto reports = reports_of(plan);
+  const std::vector<LinkSample> samples = {{2.0, kEuw, kUse, 300'000, 245'760, 0, 0}};
+  const auto s = make_summary(plan, topo(), reports, samples, meta());
+  const json* eu = wan_entry(s, "euw", "use");
+  REQUIRE(eu);
+  CHECK((*eu)["payload_error"].get<double>() == Approx(0.25).epsilon(1e-12));  // 245760 = 1.25 x 196608
+}
+
+TEST_CASE("results: the summary's identity and training metrics", "[unit][run][results]") {
+  const auto plan = make_plan();
+  const auto reports = reports_of(plan);
+  auto m = meta();
+  const auto s = make_summary(plan, topo(), reports, {}, m);
+  CHECK(s["run"] == "20240101-000000-small");
+  CHECK(s["lab"] == "t");
+  CHECK(s["scenario"] == "small");
+  CHECK(s["scenario_file"] == "/s/small.json");
+  CHECK(s["policy"] == "fair");
+  CHECK(s["backend"] == "userspace");
+  CHECK(s["scale"] == 1.0);
+  CHECK(s["connections"] == 4);
+  CHECK(s["compute"] == "modeled");
+  CHECK(s["started_at"] == "2024-01-01T00:00:00.000Z");
+  CHECK_FALSE(s.contains("scale_note"));
+  // Everything workload::summarize says is there unchanged (scenario and scale agree).
+  const auto training = workload::summarize(plan, reports);
+  for (const auto& [k, v] : training.items()) {
+    INFO(k);
+    CHECK(s.at(k) == v);
+  }
+  CHECK(s["iteration_time_s"]["per_iteration"].size() == 3);
+  CHECK(s["workers"] == 8);
+  // Without samples, every link reads zero.
+  for (const auto& w : s["wan"]) {
+    CHECK(w["bytes"] == 0);
+    CHECK(w["utilization"] == 0.0);
+  }
+  // A link whose rate is unknown has no utilization.
+  m.rate_bps.clear();
+  const auto u = make_summary(plan, topo(), reports, {{1.0, kUse, kEuw, 1000, 1000, 0, 0}}, m);
+  CHECK((*wan_entry(u, "use", "euw"))["rate_bps"] == 0.0);
+  CHECK((*wan_entry(u, "use", "euw"))["utilization"] == 0.0);
+  // Reports that do not match the plan are refused.
+  auto missing = reports;
+  missing.pop_back();
+  CHECK_THROWS_AS(make_summary(plan, topo(), missing, {}, meta()), std::invalid_argument);
+}
+
+TEST_CASE("results: a scaled run says so", "[unit][run][results]") {
+  const auto plan = make_plan(0.5);
+  const auto reports = reports_of(plan);
+  auto m = meta();
+  m.scale = 0.5;
+  const auto s = make_summary(plan, topo(), reports, {{1.0, kUse, kEuw, 100'000, 98'304, 0, 0}}, m);
+  CHECK(s["scale"] == 0.5);
+  CHECK(s["scale_note"] ==
+        "bytes and WAN link rates x0.5: timing as at full size, but TCP dynamics (windows, slow start) do not "
+        "scale exactly");
+  // The expectation uses the scaled bytes: 3 iterations x 32768.
+  const json* ue = wan_entry(s, "use", "euw");
+  CHECK((*ue)["expected_payload_bytes"] == 98'304);
+  CHECK((*ue)["payload_error"] == 0.0);
+}
+
+TEST_CASE("results: links.csv", "[unit][run][results]") {
+  SECTION("no samples: the header alone") {
+    CHECK(links_csv(topo(), {}) == "t_s,src,dst,bytes,payload_bytes,mbit_s,drops,queued_packets\n");
+  }
+  SECTION("rates from consecutive samples of the same link") {
+    const std::vector<LinkSample> samples = {
+        {0.0, kUse, kEuw, 0, 0, 0, 0},
+        {0.0, kEuw, kUse, 0, 0, 0, 0},
+        {0.5, kUse, kEuw, 125'000, 120'000, 0, 12},      // 2 Mbit/s since 0
+        {0.5, kEuw, kUse, 1'250, 0, 0, 0},               // 0.02 Mbit/s
+        {1.0, kUse, kEuw, 250'000, 240'000, 2, 3},       // 2 Mbit/s since 0.5
+        {1.25, kApse, kUse, 5'000, 5'000, 0, 0},         // a link's first sample: 0
+        {1.5, kUse, kEuw, 1'500'000, 1'400'000, 2, 0},   // 20 Mbit/s since 1.0
+        {1.5, kUse, kEuw, 1'600'000, 1'500'000, 2, 0},   // no time since the last: 0
+        {2.0, kEuw, kUse, 1'250, 0, 0, 0},               // nothing since 0.5
+    };
+    CHECK(links_csv(topo(), samples) ==
+          "t_s,src,dst,bytes,payload_bytes,mbit_s,drops,queued_packets\n"
+          "0.000,use,euw,0,0,0.000,0,0\n"
+          "0.000,euw,use,0,0,0.000,0,0\n"
+          "0.500,use,euw,125000,120000,2.000,0,12\n"
+          "0.500,euw,use,1250,0,0.020,0,0\n"
+          "1.000,use,euw,250000,240000,2.000,2,3\n"
+          "1.250,apse,use,5000,5000,0.000,0,0\n"
+          "1.500,use,euw,1500000,1400000,20.000,2,0\n"
+          "1.500,use,euw,1600000,1500000,0.000,2,0\n"
+          "2.000,euw,use,1250,0,0.000,0,0\n");
+  }
+}
+
+TEST_CASE("results: the run folder", "[unit][run][results]") {
+  static std::atomic<int> counter{0};
+  const auto dir = fs::temp_directory_path() / ("wanlab-test-run-results-" + std::to_string(::getpid()) + "-" +
+                                                std::to_string(counter++)) / "nested";
+  const json summary = {{"run", "r1"}, {"x", 1}};
+  const json timeline = {{"traceEvents", json::array()}};
+  const json scenario = {{"name", "small"}};
+  write_run_folder(dir, summary, timeline, "t_s\n1\n", scenario);
+  CHECK(slurp(dir / "summary.json") == summary.dump(2) + "\n");
+  CHECK(slurp(dir / "timeline.json") == timeline.dump() + "\n");
+  CHECK(slurp(dir / "links.csv") == "t_s\n1\n");
+  CHECK(slurp(dir / "scenario.json") == scenario.dump(2) + "\n");
+  // Written again, the files are replaced, not appended to.
+  write_run_folder(dir, summary, timeline, "t_s\n", scenario);
+  CHECK(slurp(dir / "links.csv") == "t_s\n");
+  std::error_code ec;
+  fs::remove_all(dir.parent_path(), ec);
+}
