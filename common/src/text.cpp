@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <system_error>
 #include <vector>
@@ -39,6 +41,20 @@ std::string read_file(const std::filesystem::path& file, std::string& out) {
   while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) out.append(buf, n);
   if (std::ferror(f.get())) return std::error_code(errno, std::generic_category()).message();
   return {};
+}
+
+std::string utc_timestamp(bool milliseconds) {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!milliseconds) return std::string(buf) + "Z";
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  char frac[8];
+  std::snprintf(frac, sizeof frac, ".%03dZ", static_cast<int>(ms));
+  return std::string(buf) + frac;
 }
 
 }  // namespace wanlab

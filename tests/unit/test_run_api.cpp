@@ -239,9 +239,9 @@ TEST_CASE("run API: a controller that does not run scenarios answers 501", "[uni
   PlainFake c;
   const json not_implemented = {
       {"error", {{"code", "not_implemented"}, {"message", "this controller does not run scenarios"}}}};
-  for (const api::Request& req : {api::Request{"GET", "/v1/runs", ""},
-                                  api::Request{"POST", "/v1/runs", R"({"scenario": "/s", "out": "/o"})"},
-                                  api::Request{"GET", "/v1/runs/r1", ""}, api::Request{"DELETE", "/v1/runs/r1", ""}}) {
+  for (const api::Request& req :
+       {api::Request{"GET", "/v1/runs", ""}, api::Request{"POST", "/v1/runs", R"({"scenario": "/s", "out": "/o"})"},
+        api::Request{"GET", "/v1/runs/r1", ""}, api::Request{"DELETE", "/v1/runs/r1", ""}}) {
     INFO(req.method << " " << req.target);
     const auto r = api::handle(req, c);
     CHECK(r.status == 501);

@@ -22,7 +22,9 @@ using nlohmann::json;
 namespace {
 
 constexpr std::int64_t kUnixNow = 1'700'000'000'123'456'789;
-std::int64_t fake_unix_now() { return kUnixNow; }
+std::int64_t fake_unix_now() {
+  return kUnixNow;
+}
 
 const Clock::time_point t0{};  // the steady clock's epoch: times below are offsets from it
 
@@ -186,8 +188,8 @@ TEST_CASE("coordinator: the assignment of a node", "[unit][run][coordinator]") {
     workers.push_back({{"gpu", static_cast<int>(w)},
                        {"effective_flops", plan.effective_flops[w]},
                        {"program", program::to_json(plan.programs[w])}});
-  const json expected = {{"node", "use-0"},      {"dc", "use"},        {"listen_port", 7400}, {"iterations", 3},
-                         {"compute", "modeled"}, {"connections", 4},   {"workers", workers},  {"peers", peers}};
+  const json expected = {{"node", "use-0"},      {"dc", "use"},      {"listen_port", 7400}, {"iterations", 3},
+                         {"compute", "modeled"}, {"connections", 4}, {"workers", workers},  {"peers", peers}};
   CHECK(a == expected);
   // The addresses are the address plan's.
   CHECK(core::node_address(0, 1).to_string() == "198.18.0.3");
@@ -207,8 +209,8 @@ TEST_CASE("coordinator: the assignment of a node", "[unit][run][coordinator]") {
     addresses.push_back(p["address"].get<std::string>());
   }
   CHECK(ids == std::vector<int>{2, 3, 4, 5, 6, 7});
-  CHECK(addresses == std::vector<std::string>{"198.18.0.3", "198.18.0.3", "198.18.4.2", "198.18.4.2", "198.18.4.3",
-                                              "198.18.4.3"});
+  CHECK(addresses ==
+        std::vector<std::string>{"198.18.0.3", "198.18.0.3", "198.18.4.2", "198.18.4.2", "198.18.4.3", "198.18.4.3"});
   // Nodes that host no worker have no assignment.
   CHECK_THROWS(co.assignment("use-2"));
 }
@@ -250,11 +252,12 @@ TEST_CASE("coordinator: the happy path, message by message", "[unit][run][coordi
   check_valid(out);
 
   // connected: `start` at the injected now + the start delay.
-  for (const auto& n : {"use-0", "use-1", "euw-0"}) CHECK(co.message(n, from_agent("connected"), t0 + 30ms).empty());
-  CHECK(co.message("euw-1", from_agent("connected", "r2"), t0 + 30ms).empty());
+  // euw-0's `connected` while preparing did not count: it has to say it again.
+  for (const auto& n : {"use-0", "use-1", "euw-1"}) CHECK(co.message(n, from_agent("connected"), t0 + 30ms).empty());
+  CHECK(co.message("euw-0", from_agent("connected", "r2"), t0 + 30ms).empty());
   CHECK(co.phase() == Phase::connecting);
   CHECK_FALSE(co.start_unix_ns());
-  out = co.message("euw-1", from_agent("connected"), t0 + 31ms);
+  out = co.message("euw-0", from_agent("connected"), t0 + 31ms);
   CHECK(co.phase() == Phase::running);
   const std::int64_t at = kUnixNow + 300'000'000;
   CHECK(co.start_unix_ns() == at);
@@ -307,8 +310,7 @@ TEST_CASE("coordinator: the happy path, message by message", "[unit][run][coordi
   CHECK(co.error().empty());
 }
 
-TEST_CASE("coordinator: messages of another run, or from agents not in it, are ignored",
-          "[unit][run][coordinator]") {
+TEST_CASE("coordinator: messages of another run, or from agents not in it, are ignored", "[unit][run][coordinator]") {
   auto co = make();
   drive_to(co, Phase::connecting);
   json f = from_agent("failed", "r0");
@@ -398,7 +400,8 @@ TEST_CASE("coordinator: an agent that goes away", "[unit][run][coordinator]") {
     auto co = make();
     co.agent_joined("use-0", hello("use-0"), t0);
     co.agent_joined("use-1", hello("use-1"), t0);
-    CHECK(co.agent_left("use-0", "eof", t0 + 1ms) == each({"use-1"}, abort_msg("the agent of node use-0 went away: eof")));
+    CHECK(co.agent_left("use-0", "eof", t0 + 1ms) ==
+          each({"use-1"}, abort_msg("the agent of node use-0 went away: eof")));
     CHECK(co.phase() == Phase::failed);
   }
   SECTION("an agent that comes back mid-run") {

@@ -117,7 +117,7 @@ TEST_CASE("results: the summary's WAN entries", "[unit][run][results]") {
 
   const std::vector<LinkSample> samples = {
       {0.5, kUse, kEuw, 50'000, 40'000, 1, 7},
-      {0.5, kEuw, kUse, 1'000, 0, 0, 0},  // the kernel backend counts no payload
+      {0.5, kEuw, kUse, 1'000, 0, 0, 0},          // the kernel backend counts no payload
       {1.0, kUse, kEuw, 200'000, 190'000, 3, 0},  // the last of a link is its total
   };
   const auto m = meta();
@@ -244,13 +244,13 @@ TEST_CASE("results: links.csv", "[unit][run][results]") {
     const std::vector<LinkSample> samples = {
         {0.0, kUse, kEuw, 0, 0, 0, 0},
         {0.0, kEuw, kUse, 0, 0, 0, 0},
-        {0.5, kUse, kEuw, 125'000, 120'000, 0, 12},      // 2 Mbit/s since 0
-        {0.5, kEuw, kUse, 1'250, 0, 0, 0},               // 0.02 Mbit/s
-        {1.0, kUse, kEuw, 250'000, 240'000, 2, 3},       // 2 Mbit/s since 0.5
-        {1.25, kApse, kUse, 5'000, 5'000, 0, 0},         // a link's first sample: 0
-        {1.5, kUse, kEuw, 1'500'000, 1'400'000, 2, 0},   // 20 Mbit/s since 1.0
-        {1.5, kUse, kEuw, 1'600'000, 1'500'000, 2, 0},   // no time since the last: 0
-        {2.0, kEuw, kUse, 1'250, 0, 0, 0},               // nothing since 0.5
+        {0.5, kUse, kEuw, 125'000, 120'000, 0, 12},     // 2 Mbit/s since 0
+        {0.5, kEuw, kUse, 1'250, 0, 0, 0},              // 0.02 Mbit/s
+        {1.0, kUse, kEuw, 250'000, 240'000, 2, 3},      // 2 Mbit/s since 0.5
+        {1.25, kApse, kUse, 5'000, 5'000, 0, 0},        // a link's first sample: 0
+        {1.5, kUse, kEuw, 1'500'000, 1'400'000, 2, 0},  // 20 Mbit/s since 1.0
+        {1.5, kUse, kEuw, 1'600'000, 1'500'000, 2, 0},  // no time since the last: 0
+        {2.0, kEuw, kUse, 1'250, 0, 0, 0},              // nothing since 0.5
     };
     CHECK(links_csv(topo(), samples) ==
           "t_s,src,dst,bytes,payload_bytes,mbit_s,drops,queued_packets\n"
@@ -268,8 +268,9 @@ TEST_CASE("results: links.csv", "[unit][run][results]") {
 
 TEST_CASE("results: the run folder", "[unit][run][results]") {
   static std::atomic<int> counter{0};
-  const auto dir = fs::temp_directory_path() / ("wanlab-test-run-results-" + std::to_string(::getpid()) + "-" +
-                                                std::to_string(counter++)) / "nested";
+  const auto dir = fs::temp_directory_path() /
+                   ("wanlab-test-run-results-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)) /
+                   "nested";
   const json summary = {{"run", "r1"}, {"x", 1}};
   const json timeline = {{"traceEvents", json::array()}};
   const json scenario = {{"name", "small"}};

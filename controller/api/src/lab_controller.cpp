@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "wanlab/common/text.hpp"
 #include "wanlab/core/address_plan.hpp"
 #include "wanlab/lab/apply.hpp"
 #include "wanlab/lab/naming.hpp"
@@ -18,26 +19,6 @@
 
 namespace wanlab::api {
 namespace {
-
-std::string now_iso8601() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string now_iso8601_ms() {
-  const auto now = std::chrono::system_clock::now();
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::time_t t = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  return fmt::format("{}.{:03}Z", buf, ms);
-}
 
 double ms(Duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -73,7 +54,7 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
   state_.netem = backend == "userspace" || options.netem;
   state_.namespaces = plan.namespaces;
   state_.controller_pid = static_cast<int>(::getpid());
-  state_.started_at = now_iso8601();
+  state_.started_at = utc_timestamp();
   // The state names every namespace before the first one exists: whatever happens next
   // (even SIGKILL), `down` knows what to remove.
   lab::write_state(state_);
@@ -328,7 +309,7 @@ nlohmann::json LabController::launch_replay(const LinkKey& k, replay::Trace trac
   ActiveReplay a;
   a.trace_path = path;
   a.format = format;
-  a.started_at = now_iso8601_ms();
+  a.started_at = utc_timestamp(true);
   a.thread = std::make_unique<replay::ReplayThread>(
       std::move(trace), [this, k](const replay::Step& s) { apply_replay_step(k, s); },
       [this, k] {

@@ -21,6 +21,7 @@
 #include "wanlab/common/channel_address.hpp"
 #include "wanlab/common/channel_server.hpp"
 #include "wanlab/common/protocol.hpp"
+#include "wanlab/common/text.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/run/coordinator.hpp"
@@ -34,15 +35,6 @@ namespace fs = std::filesystem;
 using api::ApiError;
 
 namespace {
-
-std::string now_iso8601() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // Starts `binary args...` inside the named network namespace, output to `log`. Everything
 // the child needs is prepared before fork(): between fork and exec it only makes system
@@ -381,7 +373,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     a->request = r;
     a->scenario = scenario;
     a->out = r.out;
-    a->started_at = now_iso8601();
+    a->started_at = utc_timestamp();
     std::error_code ec;
     fs::create_directories(a->out / "agents", ec);
     if (ec) throw ApiError(400, "bad_request", fmt::format("out: cannot create {}: {}", r.out, ec.message()), "out");

@@ -14,4 +14,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 /// refused as "Is a directory (a folder, not a file)").
 std::string read_file(const std::filesystem::path& file, std::string& out);
 
+/// The time now in ISO 8601 UTC: "2026-11-21T08:36:28Z", or with milliseconds
+/// "2026-11-21T08:36:28.125Z".
+std::string utc_timestamp(bool milliseconds = false);
+
 }  // namespace wanlab

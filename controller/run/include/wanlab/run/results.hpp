@@ -35,8 +35,8 @@ struct RunMeta {
   std::vector<std::uint64_t> rate_bps;
 };
 
-/// The summary (DESIGN.md metrics): workload::summarize's fields, plus `wan` per directed
-/// link with traffic: bytes, payload_bytes, expected_payload_bytes (what the scenario
+/// The summary (DESIGN.md metrics): workload::summarize's fields, plus `wan` for every directed
+/// link of the topology: bytes, payload_bytes, expected_payload_bytes (what the scenario
 /// implies), payload_error (relative), rate, utilization (wire bytes / (rate x time)); and
 /// the run's identity. `samples` are cumulative, the last of each link the run's total.
 nlohmann::json make_summary(const workload::Plan& plan, const core::Topology& topo,
