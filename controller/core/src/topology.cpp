@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "wanlab/core/address_plan.hpp"
+#include "wanlab/core/json_fields.hpp"
 
 namespace wanlab::core {
 namespace fs = std::filesystem;
@@ -43,109 +44,15 @@ constexpr int kMinMtu = 576;  // the smallest MTU every IPv4 host must accept
 constexpr int kMaxMtu = 9000;
 constexpr int kMaxGpusPerNode = 16;
 
-// --- JSON pointers and messages -----------------------------------------------------------
-
-// RFC 6901: '~' and '/' inside a key are written "~0" and "~1".
-std::string child(const std::string& path, std::string_view key) {
-  std::string out = path + "/";
-  for (char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
-  }
-  return out;
-}
-std::string child(const std::string& path, std::size_t index) {
-  return fmt::format("{}/{}", path, index);
-}
-
-template <class Range>
-std::string join(const Range& items, std::string_view sep = ", ") {
-  std::string out;
-  for (const auto& s : items) {
-    if (!out.empty()) out += sep;
-    out += s;
-  }
-  return out;
-}
-
-// "number 68", "string \"x\"", "an object" — what a value is, for "expected X, got Y".
-std::string describe(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return fmt::format("boolean {}", v.dump());
-    case json::value_t::string: {
-      auto s = v.dump();
-      if (s.size() > 40) s = s.substr(0, 36) + "...\"";
-      return "string " + s;
-    }
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-    case json::value_t::number_float:
-      return "number " + v.dump();
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::array:
-      return fmt::format("an array of {} element{}", v.size(), v.size() == 1 ? "" : "s");
-    default:
-      return "a binary value";
-  }
-}
-
-// The known key an unknown one was probably meant to be ("rtt_ms" -> "rtt"), or "".
-std::string_view closest_key(std::string_view key, Keys known) {
-  auto word_prefix = [](std::string_view longer, std::string_view shorter) {
-    return shorter.size() >= 3 && longer.size() > shorter.size() && longer.starts_with(shorter) &&
-           !std::isalnum(static_cast<unsigned char>(longer[shorter.size()]));
-  };
-  std::string_view best;
-  std::size_t best_distance = 0;
-  for (auto k : known) {
-    // "rtt_ms" -> "rtt", "gpus" -> "gpus_per_node"; otherwise a typo of at most 2 edits
-    // (1 for short keys, where 2 edits would match almost anything).
-    const std::size_t dist = word_prefix(key, k) || word_prefix(k, key) ? 1 : edit_distance(key, k);
-    const std::size_t limit = std::min(key.size(), k.size()) >= 4 ? 2 : 1;
-    if (dist <= limit && (best.empty() || dist < best_distance)) {
-      best = k;
-      best_distance = dist;
-    }
-  }
-  return best;
-}
-
 // --- typed field access ---------------------------------------------------------------------
 
-const json* find(const json& obj, std::string_view key) {
-  auto it = obj.find(key);
-  return it == obj.end() ? nullptr : &*it;
-}
-
-void check_keys(const json& obj, const std::string& path, Keys known, Diagnostics& d) {
-  for (const auto& [key, value] : obj.items()) {
-    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    const auto guess = closest_key(key, known);
-    d.add(child(path, key),
-          fmt::format("unknown key \"{}\"{}; known keys: {}", key,
-                      guess.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", guess), join(known)));
-  }
-}
-
-bool is_object(const json& v, const std::string& path, std::string_view what, Diagnostics& d) {
-  if (v.is_object()) return true;
-  d.add(path, fmt::format("expected {}, got {}", what, describe(v)));
-  return false;
-}
-
-std::optional<std::string> as_string(const json& v, const std::string& path, std::string_view what, Diagnostics& d) {
-  if (v.is_string()) return v.get<std::string>();
-  d.add(path, fmt::format("expected {}, got {}", what, describe(v)));
-  return std::nullopt;
-}
+using fields::as_string;
+using fields::check_keys;
+using fields::child;
+using fields::describe;
+using fields::find;
+using fields::is_object;
+using fields::join;
 
 std::optional<std::int64_t> as_integer(const json& v, const std::string& path, Diagnostics& d) {
   if (v.is_number_unsigned()) {

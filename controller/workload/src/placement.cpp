@@ -8,7 +8,7 @@
 #include <optional>
 #include <string_view>
 
-#include "json_fields.hpp"
+#include "wanlab/core/json_fields.hpp"
 
 namespace wanlab::workload {
 namespace {
@@ -63,7 +63,7 @@ void assign_replica(std::vector<WorkerPlacement>& out, const Parallelism& par, i
 std::string dc_list(const core::Topology& topo, const std::vector<std::size_t>& order, const Capacity& cap) {
   std::vector<std::string> parts;
   for (auto dc : order) parts.push_back(fmt::format("{}: {}", topo.dcs[dc].name, cap.free_gpus(dc)));
-  return fields::join(parts);
+  return core::fields::join(parts);
 }
 
 void place_atlas(const Scenario& s, const core::Topology& topo, std::vector<WorkerPlacement>& out,
@@ -125,9 +125,9 @@ void place_override(const Scenario& s, const core::Topology& topo, std::vector<W
       const auto& name = placement[stage][r];
       auto dc = topo.dc_index(name);
       if (!dc)
-        d.add(fields::child(fields::child("/placement", stage), r),
-              fmt::format("unknown DC \"{}\"{}; the lab's DCs: {}", name, fields::did_you_mean(name, names),
-                          fields::join(names)));
+        d.add(core::fields::child(core::fields::child("/placement", stage), r),
+              fmt::format("unknown DC \"{}\"{}; the lab's DCs: {}", name, core::fields::did_you_mean(name, names),
+                          core::fields::join(names)));
       else
         demand[*dc] += par.tp;
       dcs[stage].push_back(dc);
@@ -144,7 +144,7 @@ void place_override(const Scenario& s, const core::Topology& topo, std::vector<W
         continue;
       }
       const auto& spec = topo.dcs[*dc];
-      d.add(fields::child(fields::child("/placement", static_cast<std::size_t>(stage)), static_cast<std::size_t>(r)),
+      d.add(core::fields::child(core::fields::child("/placement", static_cast<std::size_t>(stage)), static_cast<std::size_t>(r)),
             fmt::format("no node of DC \"{}\" has {} free GPUs left for stage {}, DP replica {} (a replica's TP GPUs "
                         "must share a node): the placement puts {} GPUs in {}, which has {} node{} of {} GPUs",
                         spec.name, par.tp, stage, r, demand[*dc], spec.name, spec.nodes, spec.nodes == 1 ? "" : "s",

@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <system_error>
 
-#include "json_fields.hpp"
+#include "wanlab/core/json_fields.hpp"
 
 namespace wanlab::workload {
 namespace fs = std::filesystem;
 using nlohmann::json;
-using namespace fields;
+using namespace core::fields;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "json_fields.hpp"
+#include "wanlab/core/json_fields.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "wanlab/common/text.hpp"
 
-namespace wanlab::workload::fields {
+namespace wanlab::core::fields {
 using nlohmann::json;
 
 std::string child(const std::string& path, std::string_view key) {
@@ -214,4 +214,4 @@ json read_document(const std::string& file, core::Diagnostics& d) {
   return {};
 }
 
-}  // namespace wanlab::workload::fields
+}  // namespace wanlab::core::fields

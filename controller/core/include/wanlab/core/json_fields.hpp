@@ -1,7 +1,6 @@
 #pragma once
 // Typed access to JSON config fields that records every problem in core::Diagnostics with
-// its JSON pointer, in the style of the topology reader (controller/core/src/topology.cpp,
-// whose helpers are private to that file).
+// its JSON pointer: what the topology and scenario readers share.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -12,7 +11,7 @@
 
 #include "wanlab/core/diagnostics.hpp"
 
-namespace wanlab::workload::fields {
+namespace wanlab::core::fields {
 
 using Keys = std::span<const std::string_view>;
 
@@ -56,4 +55,4 @@ std::optional<std::string> as_choice(const nlohmann::json& v, const std::string&
 /// "invalid JSON at line L, column C (byte B): ..." and throws the ConfigError.
 nlohmann::json read_document(const std::string& file, core::Diagnostics& d);
 
-}  // namespace wanlab::workload::fields
+}  // namespace wanlab::core::fields
