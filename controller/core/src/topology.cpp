@@ -412,31 +412,6 @@ class WanParser {
   std::map<std::pair<std::size_t, std::size_t>, std::string> declared_;  // directed link -> where
 };
 
-// --- files ----------------------------------------------------------------------------------
-
-
-// "invalid JSON at line 3, column 7 (byte 42): syntax error while parsing ...".
-std::string json_error_reason(const std::string& text, const json::parse_error& e) {
-  // e.byte counts the characters read, the offending one included (end of input counts as one).
-  const std::size_t pos = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-  std::size_t line = 1;
-  std::size_t line_start = 0;
-  for (std::size_t i = 0; i < pos; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  // nlohmann's message is "[json.exception.parse_error.101] parse error at line L, column C: <detail>".
-  std::string_view detail = e.what();
-  if (auto col = detail.find(", column "); col != std::string_view::npos) {
-    if (auto colon = detail.find(": ", col); colon != std::string_view::npos) detail.remove_prefix(colon + 2);
-  } else if (auto bracket = detail.find("] "); bracket != std::string_view::npos) {
-    detail.remove_prefix(bracket + 2);
-  }
-  return fmt::format("invalid JSON at line {}, column {} (byte {}): {}", line, pos - line_start + 1, e.byte, detail);
-}
-
 }  // namespace
 
 // --- the model ------------------------------------------------------------------------------
@@ -500,18 +475,7 @@ Topology parse_topology(const json& doc, const std::string& file, const fs::path
 
 Topology load_topology(const fs::path& file) {
   Diagnostics d(file.string());
-  std::string text;
-  if (auto err = read_file(file, text); !err.empty()) {
-    d.add("", fmt::format("cannot read the file: {}", err));
-    d.throw_if_any();
-  }
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    d.add("", json_error_reason(text, e));
-    d.throw_if_any();
-  }
+  const json doc = fields::read_document(file.string(), d);
   return parse_topology(doc, file.string(), file.parent_path());
 }
 
