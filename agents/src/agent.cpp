@@ -125,10 +125,6 @@ void Agent::on_disconnected(const std::string& reason) {
   });
 }
 
-void Agent::wait_finished() {
-  while (!finished_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-}
-
 void Agent::fail(const std::string& run, const std::string& message) {
   spdlog::error("agent {}: run {}: {}", options_.node, run, message);
   auto f = msg("failed", run);
@@ -152,10 +148,7 @@ void Agent::handle(const nlohmann::json& m) {
   const auto run_id = m.value("run", std::string{});
   if (type == "abort") {
     abort_run(m.value("reason", std::string{"aborted by the controller"}));
-    if (options_.once && options_.on_finished) {
-      finished_ = true;
-      options_.on_finished(false);
-    }
+    if (options_.once && options_.on_finished) options_.on_finished(false);
     return;
   }
   if (type == "bye") {
@@ -167,7 +160,6 @@ void Agent::handle(const nlohmann::json& m) {
       }
       r->stop();
     }
-    finished_ = true;
     if (options_.once && options_.on_finished) options_.on_finished(true);
     return;
   }
@@ -274,10 +266,9 @@ void Agent::handle(const nlohmann::json& m) {
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     const auto start = Clock::now() + std::chrono::nanoseconds(at_unix - now_unix);
     Run* r = run_.get();
-    auto remaining = std::make_shared<std::atomic<int>>(static_cast<int>(r->workers.size()));
     for (auto& w : r->workers) {
       Worker* worker = w.get();
-      r->threads.emplace_back([this, r, worker, start, remaining, run_id] {
+      r->threads.emplace_back([this, r, worker, start, run_id] {
         try {
           {
             std::unique_lock lock(r->wait_mutex);
@@ -293,7 +284,6 @@ void Agent::handle(const nlohmann::json& m) {
         } catch (const std::exception& e) {
           if (!r->abort) fail(run_id, fmt::format("worker {}: {}", worker->program().worker, e.what()));
         }
-        remaining->fetch_sub(1);
       });
     }
   }

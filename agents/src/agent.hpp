@@ -42,9 +42,6 @@ class Agent {
   /// The controller connection is gone: a run in progress is aborted (its workers' peers
   /// are aborted by the controller too).
   void on_disconnected(const std::string& reason);
-  /// True once a `bye` arrived after a run (agents started for one run then exit).
-  bool finished() const { return finished_; }
-  void wait_finished();
 
  private:
   struct Run;
@@ -57,7 +54,6 @@ class Agent {
   AgentOptions options_;
   Send send_;
   std::unique_ptr<Run> run_;
-  std::atomic<bool> finished_{false};
 
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -183,7 +183,6 @@ void DataPlane::read_payload(std::shared_ptr<Conn> c) {
       return;
     }
     c->left -= got;
-    bytes_received_ += got;
     if (c->left > 0) return read_payload(c);
     delivered(c->src, c->dst, c->tag, c->stripe);
     read_header(c);
@@ -292,7 +291,6 @@ void DataPlane::write_next(std::shared_ptr<Conn> c) {
     }
     c->header_sent = true;
     c->sent += n;
-    bytes_sent_ += n;
     auto& front = c->queue.front();
     if (c->sent >= front.bytes) {
       auto done = front.part_done;
@@ -330,11 +328,6 @@ void DataPlane::fail(const std::string& what) {
   }
   spdlog::error("{}", what);
   cv_.notify_all();
-}
-
-std::string DataPlane::error() const {
-  std::lock_guard lock(mutex_);
-  return error_;
 }
 
 void DataPlane::abort() {

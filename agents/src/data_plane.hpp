@@ -79,12 +79,6 @@ class DataPlane {
   void abort();
   bool aborted() const { return aborted_.load(); }
 
-  /// Payload bytes received and sent since construction (stripe headers excluded).
-  std::uint64_t bytes_received() const { return bytes_received_.load(); }
-  std::uint64_t bytes_sent() const { return bytes_sent_.load(); }
-  /// The first error seen on a data connection after setup (a peer vanished), empty if none.
-  std::string error() const;
-
  private:
   struct Conn;
   struct Inbox;
@@ -103,14 +97,12 @@ class DataPlane {
   std::vector<std::shared_ptr<Conn>> incoming_;
   int expected_incoming_ = 0;
   std::atomic<bool> aborted_{false};
-  std::atomic<std::uint64_t> bytes_received_{0}, bytes_sent_{0};
 
   mutable std::mutex mutex_;  // inbox_, incoming count, error_
   std::condition_variable cv_;
   std::map<std::tuple<int, int, std::uint64_t>, std::uint64_t> inbox_;  // (src, dst, tag) -> bytes
   int hellos_ = 0;
   std::string error_;
-  bool running_setup_ = true;
 
   std::thread io_thread_;
 };

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.hpp"
 #include "wanlab/core/topology.hpp"
 
 using namespace wanlab;
@@ -28,31 +29,9 @@ std::string shipped(const std::string& name) {
   return kSource + "/topologies/" + name;
 }
 
-// A folder under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("wanlab-test-topology-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text) const {
-    const auto p = path_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-    return p;
-  }
-
- private:
-  fs::path path_;
+// A temp folder for the files of one test.
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("topology") {}
 };
 
 // A small valid lab to break one rule at a time.

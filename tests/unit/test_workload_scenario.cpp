@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "temp_dir.hpp"
 #include "test_workload_fixtures.hpp"
 #include "wanlab/workload/execute.hpp"
 #include "wanlab/workload/metrics.hpp"
@@ -26,30 +27,9 @@ namespace {
 
 const fs::path kTopologies = fs::path(kSource) / "topologies";
 
-// A folder under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("wanlab-test-scenario-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text) const {
-    const auto p = path_ / name;
-    std::ofstream(p) << text;
-    return p;
-  }
-
- private:
-  fs::path path_;
+// A temp folder for the files of one test.
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("scenario") {}
 };
 
 json base() {

@@ -225,11 +225,6 @@ std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> LabCont
   return out;
 }
 
-double LabController::rate_scale() const {
-  std::lock_guard lock(mutex_);
-  return rate_scale_;
-}
-
 void LabController::apply_replay_step(const LinkKey& k, const replay::Step& step) {
   std::lock_guard lock(mutex_);
   if (torn_down_ || !shaper_) throw std::runtime_error("the lab is torn down");

@@ -95,11 +95,7 @@ int cmd_run(const RunArgs& a) {
     // A lab of that name built from another topology would run the scenario on the wrong DCs.
     const auto state = lab::read_state(lab_name);
     const auto running = core::parse_topology(state->topology, state->topology_file, fs::path(state->topology_file).parent_path());
-    bool same = running.dcs.size() == topo.dcs.size();
-    for (std::size_t i = 0; same && i < topo.dcs.size(); ++i)
-      same = running.dcs[i].name == topo.dcs[i].name && running.dcs[i].nodes == topo.dcs[i].nodes &&
-             running.dcs[i].gpus_per_node == topo.dcs[i].gpus_per_node;
-    if (!same) {
+    if (!core::same_dcs(running, topo)) {
       fmt::print(stderr,
                  "wanlab: lab {} is up with other DCs or nodes ({}) than the scenario's topology {}; take it down "
                  "(wanlab down {}) or use a scenario for it\n",

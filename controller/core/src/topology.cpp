@@ -416,6 +416,12 @@ class WanParser {
 
 // --- the model ------------------------------------------------------------------------------
 
+bool same_dcs(const Topology& a, const Topology& b) {
+  return std::equal(a.dcs.begin(), a.dcs.end(), b.dcs.begin(), b.dcs.end(), [](const Dc& x, const Dc& y) {
+    return x.name == y.name && x.nodes == y.nodes && x.gpus_per_node == y.gpus_per_node && x.gpu == y.gpu;
+  });
+}
+
 std::optional<std::size_t> Topology::dc_index(std::string_view dc_name) const {
   for (std::size_t i = 0; i < dcs.size(); ++i)
     if (dcs[i].name == dc_name) return i;

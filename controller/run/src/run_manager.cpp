@@ -108,9 +108,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     std::vector<LinkSample> samples;
     std::map<std::pair<std::size_t, std::size_t>, shaping::LinkCounters> base;  // counters at start
     bool sampling = false;
-    Clock::time_point start_steady;
     std::string started_at;
-    Clock::time_point finished_at{};
   };
 
   boost::asio::io_context& ioc;
@@ -230,7 +228,6 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     if (phase == Phase::running && !a.sampling) {
       a.sampling = true;
       for (const auto& [src, dst, c] : lab.link_counters()) a.base[{src, dst}] = c;
-      a.start_steady = Clock::now();
     }
     if (phase == Phase::done || phase == Phase::failed) finish();
   }
@@ -355,11 +352,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
                        fmt::format("policy: '{}' is not one of {}", scenario.policy, fmt::join(known, ", ")), "policy");
       const auto scen_topo = core::load_topology(scenario.topology_path);
       const auto& topo = lab.topology();
-      bool same = scen_topo.dcs.size() == topo.dcs.size();
-      for (std::size_t i = 0; same && i < topo.dcs.size(); ++i)
-        same = scen_topo.dcs[i].name == topo.dcs[i].name && scen_topo.dcs[i].nodes == topo.dcs[i].nodes &&
-               scen_topo.dcs[i].gpus_per_node == topo.dcs[i].gpus_per_node && scen_topo.dcs[i].gpu == topo.dcs[i].gpu;
-      if (!same)
+      if (!core::same_dcs(scen_topo, topo))
         throw ApiError(409, "wrong_lab",
                        fmt::format("scenario {} is for topology {} ({}), but lab {} has other DCs or nodes",
                                    scenario.name, scenario.topology_path.string(), scen_topo.name, topo.name),

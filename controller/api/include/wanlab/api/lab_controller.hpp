@@ -77,7 +77,6 @@ class LabController final : public Controller {
   /// large model's timing fits a small machine). Configured rates, traces and `link set`
   /// keep their meaning; the shaper gets rate x scale. 1 restores them.
   void set_rate_scale(double scale);
-  double rate_scale() const;
   /// Counters of every WAN link now (src, dst, counters), for run sampling.
   std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> link_counters();
 

@@ -66,6 +66,10 @@ struct Topology {
   std::size_t node_count() const;
 };
 
+/// Whether two topologies have the same DCs, in the same order, with the same nodes and GPUs
+/// (a scenario planned on one runs unchanged on the other; links may differ).
+bool same_dcs(const Topology& a, const Topology& b);
+
 /// GPU kinds the lab knows ("A100", "H100", "H200").
 const std::vector<std::string>& known_gpu_kinds();
 
