@@ -27,6 +27,37 @@ struct LinkCounters {
   std::uint64_t payload_bytes = 0;  // TCP/UDP payload sent on the link
 };
 
+/// Traffic of a gated flow: IPv4 TCP/UDP packets from `saddr` to `daddr` (0: any
+/// destination) whose source port p has (p & sport_mask) == sport. Addresses host order.
+struct FlowMatch {
+  std::uint32_t saddr = 0;
+  std::uint32_t daddr = 0;
+  std::uint16_t sport = 0;
+  std::uint16_t sport_mask = 0;
+  bool operator==(const FlowMatch&) const = default;
+};
+
+/// A flow the arbiter grants windows to on one link: its id (unique on the link, >= 0) and
+/// the packets that belong to it.
+struct GatedFlow {
+  int id = 0;
+  std::vector<FlowMatch> matches;
+};
+
+/// What a gated flow did on the wire. Times are CLOCK_MONOTONIC (steady_clock) ns; -1 where
+/// the backend cannot tell (the kernel backend counts bytes only: the run manager samples).
+struct FlowCounters {
+  int id = 0;
+  bool open = false;
+  std::uint64_t packets = 0;       // sent on the link
+  std::uint64_t bytes = 0;
+  std::uint64_t held_packets = 0;  // waiting at the closed gate now
+  std::uint64_t dropped = 0;       // arrived at a closed gate that was full
+  std::int64_t opened_ns = -1;     // when the gate last opened
+  std::int64_t first_out_ns = -1;  // first packet sent since it last opened
+  std::int64_t last_out_ns = -1;   // last packet sent, ever
+};
+
 class LinkShaper {
  public:
   virtual ~LinkShaper() = default;
@@ -36,6 +67,21 @@ class LinkShaper {
   /// Applies `link.params` (already updated in `topo`) in place: queues are kept.
   virtual void apply(const core::Topology& topo, const core::WanLink& link) = 0;
   virtual LinkCounters counters(const core::Topology& topo, const core::WanLink& link) = 0;
+
+  // Flow gating: the data plane's side of the arbiter's windows. Packets of a flow whose
+  // gate is closed are held back (queued, in order, up to the link's queue limit; dropped
+  // beyond it) and leave, through the link's own queue and rate, once it opens. Traffic that
+  // matches no gated flow is never held.
+  /// Whether this backend gates flows.
+  virtual bool gates_flows() const { return false; }
+  /// Declares the gated flows of `link`, every gate closed, replacing earlier ones (an empty
+  /// list ends gating on the link; packets held for removed flows are released).
+  virtual void set_flows(const core::Topology& topo, const core::WanLink& link, const std::vector<GatedFlow>& flows);
+  /// Opens or closes one declared flow's gate in place (nothing is flushed). Throws
+  /// std::out_of_range for a flow that was not declared.
+  virtual void set_gate(const core::Topology& topo, const core::WanLink& link, int flow, bool open);
+  virtual std::vector<FlowCounters> flow_counters(const core::Topology& topo, const core::WanLink& link);
+
   /// Backend-wide counters worth showing in `status` (name, value); none by default.
   virtual std::vector<std::pair<std::string, std::uint64_t>> stats() const { return {}; }
 };
