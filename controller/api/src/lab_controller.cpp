@@ -225,6 +225,33 @@ std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> LabCont
   return out;
 }
 
+bool LabController::gates_flows() const {
+  std::lock_guard lock(mutex_);
+  return !torn_down_ && shaper_ && shaper_->gates_flows();
+}
+
+const core::WanLink& LabController::gated_link(std::size_t src, std::size_t dst) const {
+  if (torn_down_ || !shaper_) throw std::runtime_error("the lab is torn down");
+  const auto* link = topo_.find_link(src, dst);
+  if (!link) throw std::runtime_error(fmt::format("no WAN link from DC {} to DC {}", src, dst));
+  return *link;
+}
+
+void LabController::set_flows(std::size_t src, std::size_t dst, const std::vector<shaping::GatedFlow>& flows) {
+  std::lock_guard lock(mutex_);
+  shaper_->set_flows(topo_, in_force(gated_link(src, dst)), flows);
+}
+
+void LabController::set_gate(std::size_t src, std::size_t dst, int flow, bool open) {
+  std::lock_guard lock(mutex_);
+  shaper_->set_gate(topo_, in_force(gated_link(src, dst)), flow, open);
+}
+
+std::vector<shaping::FlowCounters> LabController::flow_counters(std::size_t src, std::size_t dst) {
+  std::lock_guard lock(mutex_);
+  return shaper_->flow_counters(topo_, in_force(gated_link(src, dst)));
+}
+
 void LabController::apply_replay_step(const LinkKey& k, const replay::Step& step) {
   std::lock_guard lock(mutex_);
   if (torn_down_ || !shaper_) throw std::runtime_error("the lab is torn down");

@@ -80,6 +80,14 @@ class LabController final : public Controller {
   /// Counters of every WAN link now (src, dst, counters), for run sampling.
   std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> link_counters();
 
+  // Flow gating on WAN link (src, dst) (DC indices), for the arbiter's windows; see
+  // shaping::LinkShaper. Throw std::runtime_error where the backend cannot gate or the lab
+  // is torn down.
+  bool gates_flows() const;
+  void set_flows(std::size_t src, std::size_t dst, const std::vector<shaping::GatedFlow>& flows);
+  void set_gate(std::size_t src, std::size_t dst, int flow, bool open);
+  std::vector<shaping::FlowCounters> flow_counters(std::size_t src, std::size_t dst);
+
   /// Removes the lab's kernel objects (idempotent), replays stopped first. The state folder
   /// is the caller's.
   lab::TeardownReport teardown();
@@ -104,6 +112,7 @@ class LabController final : public Controller {
   void change_link_locked(core::WanLink& link, const core::LinkParams& params);
   // The link as the shaper gets it: the rate scaled by rate_scale_.
   core::WanLink in_force(const core::WanLink& link) const;
+  const core::WanLink& gated_link(std::size_t src, std::size_t dst) const;  // caller holds mutex_; throws
   LinkKey link_key(const std::string& src, const std::string& dst) const;  // throws ApiError (404)
   std::string link_name(const LinkKey& k) const;
   void apply_replay_step(const LinkKey& k, const replay::Step& step);
