@@ -1,0 +1,181 @@
+#pragma once
+// The WAN arbiter: it owns each directed WAN link's capacity over time and decides when
+// the transfers that want a link may use it. Pure: time is injected (nanoseconds on any
+// monotonic clock), nothing is sent; the caller turns its events into grants for agents
+// and gate switches in the data plane (the lab) or into flow rates (the simulator).
+//
+// A transfer asks for a link with its bytes and what it belongs to (iteration, pipeline,
+// stages, micro-batch) and when the GPU that receives it would otherwise go idle. The
+// policy decides:
+//   - non-exclusive policies (`fair`): every transfer is granted at once and they share
+//     the link, as TCP would;
+//   - exclusive policies (`atlas`, `priority`): one transfer owns the link at a time, for a
+//     window of bytes / rate plus a slack of one RTT; the policy orders the pending ones.
+// A window ends when its transfer has put all its bytes on the link (progress reports; the
+// next one may start while the last bytes propagate) or completes. A window that reaches
+// its planned end while bytes still move is extended (re-planned from the progress); one
+// with no progress for `idle_timeout` is revoked: the transfer goes behind every other
+// pending one and the next gets the link. Capacity changes (replayed traces) re-plan the
+// open windows' ends.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace wanlab::arbiter {
+
+using Nanos = std::int64_t;
+
+struct LinkId {
+  std::size_t src = 0;
+  std::size_t dst = 0;
+  auto operator<=>(const LinkId&) const = default;
+};
+
+enum class TransferKind { activation, gradient, allreduce };
+std::string to_string(TransferKind k);
+
+struct TransferSpec {
+  LinkId link;
+  std::uint64_t bytes = 0;  // on the link
+  TransferKind kind = TransferKind::activation;
+  int iteration = 0;
+  int pipeline = 0;  // the DP replica
+  int src_stage = 0;
+  int dst_stage = 0;
+  int microbatch = -1;
+  /// When the receiving GPU would otherwise go idle waiting for it, from the known schedule
+  /// (any origin; only compared within an iteration). Orders `atlas`.
+  Nanos needed_at = 0;
+};
+
+using TransferId = std::uint64_t;
+
+enum class State { pending, granted, drained, done, revoked_pending };
+
+struct Transfer {
+  TransferId id = 0;
+  TransferSpec spec;
+  State state = State::pending;
+  Nanos ready = 0;          // asked for the link
+  Nanos granted = -1;       // its (latest) window opened
+  Nanos planned_end = -1;   // the window's planned end (re-planned on progress, capacity)
+  Nanos first_planned_end = -1;
+  Nanos drained = -1;       // all bytes on the link: the window ended
+  Nanos done = -1;          // completed (delivered)
+  std::uint64_t progress = 0;  // bytes on the link so far
+  Nanos last_progress = -1;
+  int revocations = 0;
+};
+
+/// One window as it happened, for reports and Gantt charts.
+struct WindowRecord {
+  TransferId id = 0;
+  TransferSpec spec;
+  Nanos ready = 0;
+  Nanos start = 0;
+  Nanos planned_end = 0;  // as first planned
+  Nanos end = 0;          // drained, revoked or done
+  bool revoked = false;
+};
+
+/// What the caller must act on, in order.
+struct Event {
+  enum class Kind {
+    grant,   // the transfer may send from `at` (its window opened)
+    close,   // its window ended; it may still finish what it has in flight
+    revoke,  // its window was taken away (no progress): hold it back
+    done,    // completed
+  };
+  Kind kind = Kind::grant;
+  TransferId id = 0;
+  LinkId link;
+  Nanos at = 0;
+};
+
+class Arbiter;
+
+/// A bandwidth policy: whether windows are exclusive and, if so, the order among pending
+/// transfers. A new policy is one class and one line in make_policy().
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string name() const = 0;
+  /// One transfer owns a link at a time (windows); false: all share at once.
+  virtual bool exclusive() const = 0;
+  /// Whether pending transfer `a` goes before `b` on their link (exclusive policies).
+  virtual bool before(const Transfer& a, const Transfer& b) const = 0;
+};
+
+/// The policies this build knows, by name: fair, atlas, priority.
+std::vector<std::string> policy_names();
+/// Throws std::invalid_argument naming the known ones for an unknown name.
+std::unique_ptr<Policy> make_policy(const std::string& name);
+
+struct ArbiterOptions {
+  /// A window with no progress at all for this long loses the link.
+  Nanos idle_timeout = 500'000'000;
+  /// Progress is counted as complete (the window ends) at this fraction of the bytes, so
+  /// estimates of header overhead do not hold the link.
+  double drained_fraction = 0.99;
+};
+
+class Arbiter {
+ public:
+  explicit Arbiter(std::unique_ptr<Policy> policy, ArbiterOptions options = {});
+
+  const Policy& policy() const { return *policy_; }
+  /// Declares a link (rate in bit/s, RTT used as the window slack).
+  void add_link(LinkId link, double rate_bps, Nanos rtt);
+  /// The link's capacity changed at `now` (a trace step): open windows are re-planned.
+  void set_capacity(LinkId link, double rate_bps, Nanos now);
+  double capacity(LinkId link) const;
+
+  /// A transfer asks for its link at `now`; exclusive policies decide at the next
+  /// advance(), so transfers that ask at the same instant compete. Throws std::invalid_argument for an unknown
+  /// link or zero bytes.
+  TransferId request(const TransferSpec& spec, Nanos now);
+  /// Bytes of the transfer on the link so far (monotonic; smaller values are ignored).
+  void progress(TransferId id, std::uint64_t bytes, Nanos now);
+  /// The transfer has been delivered.
+  void complete(TransferId id, Nanos now);
+  /// Processes window ends and timeouts up to `now`, grants what can start.
+  void advance(Nanos now);
+  /// When advance() must next run (or nullopt when nothing is planned).
+  std::optional<Nanos> next_deadline() const;
+
+  /// Events since the last call, oldest first.
+  std::vector<Event> take_events();
+  const Transfer& transfer(TransferId id) const;
+  /// Windows that ended, in the order they ended.
+  const std::vector<WindowRecord>& windows() const { return windows_; }
+  /// Transfers not yet done.
+  std::size_t active() const;
+
+ private:
+  struct Link {
+    double rate_bps = 0;
+    Nanos rtt = 0;
+    std::vector<TransferId> waiting;  // pending transfers (exclusive policies)
+    std::optional<TransferId> owner;  // the window now open (exclusive policies)
+  };
+  Transfer& get(TransferId id);
+  Link& link_of(const Transfer& t);
+  Nanos window_length(const Link& l, std::uint64_t bytes) const;
+  void grant(Link& l, Transfer& t, Nanos now);
+  void end_window(Link& l, Transfer& t, Nanos now, bool revoked);
+  void schedule(Link& l, Nanos now);
+
+  std::unique_ptr<Policy> policy_;
+  ArbiterOptions options_;
+  std::map<LinkId, Link> links_;
+  std::map<TransferId, Transfer> transfers_;
+  TransferId next_id_ = 1;
+  std::vector<Event> events_;
+  std::vector<WindowRecord> windows_;
+};
+
+}  // namespace wanlab::arbiter

@@ -1,0 +1,278 @@
+#include "wanlab/arbiter/arbiter.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <tuple>
+
+namespace wanlab::arbiter {
+
+std::string to_string(TransferKind k) {
+  switch (k) {
+    case TransferKind::activation:
+      return "activation";
+    case TransferKind::gradient:
+      return "gradient";
+    case TransferKind::allreduce:
+      return "allreduce";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
+
+// What TCP gives: no windows, every transfer on the link at once.
+class FairPolicy final : public Policy {
+ public:
+  std::string name() const override { return "fair"; }
+  bool exclusive() const override { return false; }
+  bool before(const Transfer& a, const Transfer& b) const override {
+    return std::tie(a.ready, a.id) < std::tie(b.ready, b.id);
+  }
+};
+
+// Workload-aware temporal sharing: the transfer whose receiving GPU would go idle soonest
+// owns the link first; ties go to the lower pipeline, which staggers the pipelines (the
+// first one computes while the next one's transfer is on the link).
+class AtlasPolicy final : public Policy {
+ public:
+  std::string name() const override { return "atlas"; }
+  bool exclusive() const override { return true; }
+  bool before(const Transfer& a, const Transfer& b) const override {
+    const auto& x = a.spec;
+    const auto& y = b.spec;
+    return std::tie(x.iteration, x.needed_at, x.pipeline, a.ready, a.id) <
+           std::tie(y.iteration, y.needed_at, y.pipeline, b.ready, b.id);
+  }
+};
+
+// Strict priority: exclusive windows, earlier stages first, then lower pipelines, then
+// arrival: what a static per-stage/per-job priority scheme does, without schedule knowledge.
+class PriorityPolicy final : public Policy {
+ public:
+  std::string name() const override { return "priority"; }
+  bool exclusive() const override { return true; }
+  bool before(const Transfer& a, const Transfer& b) const override {
+    return std::tie(a.spec.src_stage, a.spec.pipeline, a.ready, a.id) <
+           std::tie(b.spec.src_stage, b.spec.pipeline, b.ready, b.id);
+  }
+};
+
+struct Registration {
+  const char* name;
+  std::unique_ptr<Policy> (*make)();
+};
+
+template <class P>
+std::unique_ptr<Policy> make() {
+  return std::make_unique<P>();
+}
+
+// One line per policy.
+const Registration kPolicies[] = {
+    {"fair", make<FairPolicy>},
+    {"atlas", make<AtlasPolicy>},
+    {"priority", make<PriorityPolicy>},
+};
+
+}  // namespace
+
+std::vector<std::string> policy_names() {
+  std::vector<std::string> names;
+  for (const auto& r : kPolicies) names.emplace_back(r.name);
+  return names;
+}
+
+std::unique_ptr<Policy> make_policy(const std::string& name) {
+  for (const auto& r : kPolicies)
+    if (name == r.name) return r.make();
+  throw std::invalid_argument(
+      fmt::format("unknown policy \"{}\" (known: {})", name, fmt::join(policy_names(), ", ")));
+}
+
+Arbiter::Arbiter(std::unique_ptr<Policy> policy, ArbiterOptions options)
+    : policy_(std::move(policy)), options_(options) {
+  if (!policy_) throw std::invalid_argument("arbiter: no policy");
+}
+
+void Arbiter::add_link(LinkId link, double rate_bps, Nanos rtt) {
+  if (!(rate_bps >= 0) || rtt < 0) throw std::invalid_argument("arbiter: negative rate or RTT");
+  auto& l = links_[link];
+  l.rate_bps = rate_bps;
+  l.rtt = rtt;
+}
+
+double Arbiter::capacity(LinkId link) const {
+  const auto it = links_.find(link);
+  if (it == links_.end()) throw std::invalid_argument(fmt::format("arbiter: no link {}->{}", link.src, link.dst));
+  return it->second.rate_bps;
+}
+
+Transfer& Arbiter::get(TransferId id) {
+  const auto it = transfers_.find(id);
+  if (it == transfers_.end()) throw std::invalid_argument(fmt::format("arbiter: no transfer {}", id));
+  return it->second;
+}
+
+const Transfer& Arbiter::transfer(TransferId id) const {
+  return const_cast<Arbiter*>(this)->get(id);
+}
+
+Arbiter::Link& Arbiter::link_of(const Transfer& t) {
+  return links_.at(t.spec.link);
+}
+
+Nanos Arbiter::window_length(const Link& l, std::uint64_t bytes) const {
+  if (l.rate_bps <= 0) return kNever;
+  return static_cast<Nanos>(std::ceil(static_cast<double>(bytes) * 8e9 / l.rate_bps)) + l.rtt;
+}
+
+std::size_t Arbiter::active() const {
+  return static_cast<std::size_t>(std::count_if(transfers_.begin(), transfers_.end(), [](const auto& kv) {
+    return kv.second.state != State::done;
+  }));
+}
+
+TransferId Arbiter::request(const TransferSpec& spec, Nanos now) {
+  if (!links_.contains(spec.link))
+    throw std::invalid_argument(fmt::format("arbiter: no link {}->{}", spec.link.src, spec.link.dst));
+  if (spec.bytes == 0) throw std::invalid_argument("arbiter: a transfer of 0 bytes");
+  const TransferId id = next_id_++;
+  auto& t = transfers_[id];
+  t.id = id;
+  t.spec = spec;
+  t.ready = now;
+  auto& l = link_of(t);
+  if (!policy_->exclusive()) {
+    grant(l, t, now);
+  } else {
+    l.waiting.push_back(id);  // advance() picks among everything that asked by then
+  }
+  return id;
+}
+
+void Arbiter::grant(Link& l, Transfer& t, Nanos now) {
+  t.state = State::granted;
+  t.granted = now;
+  t.last_progress = now;
+  const Nanos len = window_length(l, t.spec.bytes > t.progress ? t.spec.bytes - t.progress : 0);
+  t.planned_end = len == kNever ? kNever : now + len;
+  t.first_planned_end = t.planned_end;
+  if (policy_->exclusive()) l.owner = t.id;
+  events_.push_back({Event::Kind::grant, t.id, t.spec.link, now});
+}
+
+void Arbiter::end_window(Link& l, Transfer& t, Nanos now, bool revoked) {
+  windows_.push_back({t.id, t.spec, t.ready, t.granted, t.first_planned_end, now, revoked});
+  if (revoked) {
+    t.state = State::revoked_pending;
+    ++t.revocations;
+    l.waiting.push_back(t.id);
+    events_.push_back({Event::Kind::revoke, t.id, t.spec.link, now});
+  } else {
+    t.state = State::drained;
+    t.drained = now;
+    events_.push_back({Event::Kind::close, t.id, t.spec.link, now});
+  }
+  if (l.owner == t.id) l.owner.reset();
+}
+
+void Arbiter::schedule(Link& l, Nanos now) {
+  if (!policy_->exclusive() || l.owner || l.waiting.empty()) return;
+  // Transfers that lost a window go behind every other pending one.
+  const auto best = std::min_element(l.waiting.begin(), l.waiting.end(), [&](TransferId a, TransferId b) {
+    const auto& ta = transfers_.at(a);
+    const auto& tb = transfers_.at(b);
+    const bool ra = ta.state == State::revoked_pending;
+    const bool rb = tb.state == State::revoked_pending;
+    if (ra != rb) return rb;
+    return policy_->before(ta, tb);
+  });
+  auto& t = get(*best);
+  l.waiting.erase(best);
+  grant(l, t, now);
+}
+
+void Arbiter::progress(TransferId id, std::uint64_t bytes, Nanos now) {
+  auto& t = get(id);
+  if (bytes <= t.progress) return;
+  t.progress = bytes;
+  t.last_progress = now;
+  if (t.state != State::granted) return;
+  const auto target = static_cast<std::uint64_t>(options_.drained_fraction * static_cast<double>(t.spec.bytes));
+  if (t.progress >= target) {
+    auto& l = link_of(t);
+    end_window(l, t, now, false);
+    schedule(l, now);
+  }
+}
+
+void Arbiter::complete(TransferId id, Nanos now) {
+  auto& t = get(id);
+  if (t.state == State::done) return;
+  auto& l = link_of(t);
+  if (t.state == State::granted) end_window(l, t, now, false);
+  std::erase(l.waiting, id);
+  t.state = State::done;
+  t.done = now;
+  if (t.drained < 0) t.drained = now;
+  events_.push_back({Event::Kind::done, id, t.spec.link, now});
+  schedule(l, now);
+}
+
+void Arbiter::advance(Nanos now) {
+  if (!policy_->exclusive()) return;
+  for (auto& [id, l] : links_) {
+    if (!l.owner) {
+      schedule(l, now);
+      continue;
+    }
+    auto& t = get(*l.owner);
+    // An outage is nobody's fault: no timeouts while the link has no capacity.
+    if (l.rate_bps > 0 && now - t.last_progress >= options_.idle_timeout) {
+      end_window(l, t, now, true);
+      schedule(l, now);
+    } else if (t.planned_end != kNever && now >= t.planned_end) {
+      // Still moving: re-plan the rest of the window from what is left.
+      const Nanos len = window_length(l, t.spec.bytes > t.progress ? t.spec.bytes - t.progress : 0);
+      t.planned_end = len == kNever ? kNever : now + len;
+    }
+  }
+}
+
+void Arbiter::set_capacity(LinkId link, double rate_bps, Nanos now) {
+  auto& l = links_.at(link);
+  l.rate_bps = rate_bps;
+  if (l.owner) {
+    auto& t = get(*l.owner);
+    const Nanos len = window_length(l, t.spec.bytes > t.progress ? t.spec.bytes - t.progress : 0);
+    t.planned_end = len == kNever ? kNever : now + len;
+    // The outage's silence does not count against the owner.
+    if (rate_bps > 0) t.last_progress = std::max(t.last_progress, now);
+  }
+}
+
+std::optional<Nanos> Arbiter::next_deadline() const {
+  std::optional<Nanos> next;
+  for (const auto& [id, l] : links_) {
+    if (!l.owner) continue;
+    const auto& t = transfers_.at(*l.owner);
+    Nanos d = t.planned_end;
+    if (l.rate_bps > 0) d = std::min(d, t.last_progress + options_.idle_timeout);
+    if (d != kNever && (!next || d < *next)) next = d;
+  }
+  return next;
+}
+
+std::vector<Event> Arbiter::take_events() {
+  std::vector<Event> out;
+  out.swap(events_);
+  return out;
+}
+
+}  // namespace wanlab::arbiter

@@ -1,0 +1,237 @@
+// The arbiter's policies on a virtual clock, driven by the fluid reference network.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+
+#include "wanlab/arbiter/arbiter.hpp"
+#include "wanlab/arbiter/fluid.hpp"
+
+using namespace wanlab::arbiter;
+
+namespace {
+
+constexpr Nanos kMs = 1'000'000;
+constexpr Nanos kSec = 1'000'000'000;
+const LinkId kLink{0, 1};
+constexpr double kRate = 1e9;            // 1 Gbit/s
+constexpr std::uint64_t kBytes = 12'500'000;  // 100 ms at 1 Gbit/s
+constexpr Nanos kTransfer = 100 * kMs;
+
+Arbiter make(const std::string& policy, Nanos rtt = 0, ArbiterOptions o = {}) {
+  o.drained_fraction = 1.0;  // the fluid network counts bytes exactly
+  Arbiter a(make_policy(policy), o);
+  a.add_link(kLink, kRate, rtt);
+  return a;
+}
+
+// D pipelines, each with one transfer of kBytes ready at 0 on the link.
+std::vector<FluidTransfer> pipelines(int d, Nanos ready = 0) {
+  std::vector<FluidTransfer> out;
+  for (int p = 0; p < d; ++p) {
+    FluidTransfer t;
+    t.spec.link = kLink;
+    t.spec.bytes = kBytes;
+    t.spec.pipeline = p;
+    t.ready = ready;
+    out.push_back(t);
+  }
+  return out;
+}
+
+// No two windows of the link overlap in time.
+void require_disjoint(const std::vector<WindowRecord>& windows) {
+  auto w = windows;
+  std::sort(w.begin(), w.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  for (std::size_t i = 1; i < w.size(); ++i) {
+    INFO("window " << i << " starts at " << w[i].start << ", the previous ends at " << w[i - 1].end);
+    REQUIRE(w[i].start >= w[i - 1].end);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("policies are registered by name and unknown names are refused with the list", "[arbiter]") {
+  REQUIRE(policy_names() == std::vector<std::string>{"fair", "atlas", "priority"});
+  for (const auto& n : policy_names()) REQUIRE(make_policy(n)->name() == n);
+  REQUIRE_FALSE(make_policy("fair")->exclusive());
+  REQUIRE(make_policy("atlas")->exclusive());
+  try {
+    (void)make_policy("cassini");
+    FAIL("accepted an unknown policy");
+  } catch (const std::invalid_argument& e) {
+    REQUIRE(std::string(e.what()) == "unknown policy \"cassini\" (known: fair, atlas, priority)");
+  }
+}
+
+TEST_CASE("fair: D transfers of S bytes on rate B all complete at D*S/B", "[arbiter]") {
+  for (int d : {1, 2, 4, 8}) {
+    auto arb = make("fair");
+    const auto r = run_fluid(arb, pipelines(d), 0);
+    for (auto t : r.delivered) REQUIRE(std::abs(t - d * kTransfer) <= 10);
+  }
+}
+
+TEST_CASE("atlas: the j-th of D transfers completes at (j+1)*S/B, in pipeline order", "[arbiter]") {
+  for (int d : {1, 2, 4, 8}) {
+    auto arb = make("atlas");
+    const auto r = run_fluid(arb, pipelines(d), 0);
+    for (int j = 0; j < d; ++j) REQUIRE(std::abs(r.delivered[static_cast<std::size_t>(j)] - (j + 1) * kTransfer) <= 10);
+    REQUIRE(arb.windows().size() == static_cast<std::size_t>(d));
+    require_disjoint(arb.windows());
+    // Mean completion: (D+1)/2 * S/B instead of D * S/B, the same last one.
+  }
+}
+
+TEST_CASE("atlas: windows are planned as bytes at the link rate plus an RTT of slack", "[arbiter]") {
+  auto arb = make("atlas", 40 * kMs);
+  const auto r = run_fluid(arb, pipelines(3), 20 * kMs);
+  const auto& w = arb.windows();
+  REQUIRE(w.size() == 3);
+  for (const auto& x : w) REQUIRE(x.planned_end - x.start == kTransfer + 40 * kMs);
+  // The link passes to the next transfer when the bytes are on it, not when they arrive.
+  REQUIRE(w[1].start == w[0].end);
+  REQUIRE(w[0].end == kTransfer);
+  REQUIRE(r.delivered[2] == 3 * kTransfer + 20 * kMs);
+  require_disjoint(w);
+}
+
+TEST_CASE("atlas orders by when the receiver needs the data, then by pipeline", "[arbiter]") {
+  auto arb = make("atlas");
+  auto ts = pipelines(4);
+  ts[0].spec.needed_at = 30;
+  ts[1].spec.needed_at = 10;
+  ts[2].spec.needed_at = 20;
+  ts[3].spec.needed_at = 10;
+  const auto r = run_fluid(arb, ts, 0);
+  // order 1, 3 (same need, higher pipeline), 2, 0
+  REQUIRE(r.delivered[1] == 1 * kTransfer);
+  REQUIRE(r.delivered[3] == 2 * kTransfer);
+  REQUIRE(r.delivered[2] == 3 * kTransfer);
+  REQUIRE(r.delivered[0] == 4 * kTransfer);
+}
+
+TEST_CASE("priority: earlier stages first, then lower pipelines, whatever the need", "[arbiter]") {
+  auto arb = make("priority");
+  auto ts = pipelines(3);
+  ts[0].spec.src_stage = 1;
+  ts[1].spec.src_stage = 0;
+  ts[1].spec.pipeline = 2;
+  ts[2].spec.src_stage = 0;
+  ts[2].spec.pipeline = 0;
+  ts[2].spec.needed_at = 1'000;
+  const auto r = run_fluid(arb, ts, 0);
+  REQUIRE(r.delivered[2] == kTransfer);
+  REQUIRE(r.delivered[1] == 2 * kTransfer);
+  REQUIRE(r.delivered[0] == 3 * kTransfer);
+  require_disjoint(arb.windows());
+}
+
+TEST_CASE("windows never overlap on a link under staggered arrivals and mixed sizes", "[arbiter]") {
+  for (const char* policy : {"atlas", "priority"}) {
+    auto arb = make(policy, 5 * kMs);
+    std::vector<FluidTransfer> ts;
+    for (int i = 0; i < 40; ++i) {
+      FluidTransfer t;
+      t.spec.link = kLink;
+      t.spec.bytes = 100'000 + static_cast<std::uint64_t>(i % 7) * 900'000;
+      t.spec.pipeline = i % 4;
+      t.spec.needed_at = (i * 37) % 11;
+      t.ready = (i * 13 % 17) * kMs;
+      ts.push_back(t);
+    }
+    const auto r = run_fluid(arb, ts, 3 * kMs);
+    REQUIRE(std::all_of(r.delivered.begin(), r.delivered.end(), [](Nanos d) { return d > 0; }));
+    REQUIRE(arb.windows().size() == ts.size());
+    require_disjoint(arb.windows());
+    REQUIRE(arb.active() == 0);
+  }
+}
+
+TEST_CASE("a capacity change from a trace re-plans the open window", "[arbiter]") {
+  auto arb = make("atlas");
+  // Halve the rate 50 ms into the first window: its second half takes 100 ms instead of 50.
+  const auto r = run_fluid(arb, pipelines(2), 0, {{50 * kMs, kLink, kRate / 2}});
+  REQUIRE(std::abs(r.delivered[0] - 150 * kMs) <= 10);
+  REQUIRE(std::abs(r.delivered[1] - 350 * kMs) <= 10);
+  // The second window was planned at the new rate.
+  REQUIRE(arb.windows()[1].planned_end - arb.windows()[1].start == 200 * kMs);
+
+  // Directly: the open window's planned end follows the capacity.
+  auto a = make("atlas");
+  TransferSpec s;
+  s.link = kLink;
+  s.bytes = kBytes;
+  const auto id = a.request(s, 0);
+  a.advance(0);
+  REQUIRE(a.transfer(id).planned_end == kTransfer);
+  a.progress(id, kBytes / 2, 50 * kMs);
+  a.set_capacity(kLink, kRate * 2, 50 * kMs);
+  REQUIRE(a.transfer(id).planned_end == 50 * kMs + kTransfer / 4);
+}
+
+TEST_CASE("an outage holds the window without revoking it, and it goes on after", "[arbiter]") {
+  ArbiterOptions o;
+  o.idle_timeout = 100 * kMs;
+  auto arb = make("atlas", 0, o);
+  const auto r = run_fluid(arb, pipelines(2), 0, {{50 * kMs, kLink, 0}, {1 * kSec, kLink, kRate}});
+  REQUIRE(std::abs(r.delivered[0] - (kSec + 50 * kMs)) <= 10);
+  REQUIRE(std::abs(r.delivered[1] - (kSec + 150 * kMs)) <= 10);
+  REQUIRE(std::none_of(arb.windows().begin(), arb.windows().end(), [](const auto& w) { return w.revoked; }));
+}
+
+TEST_CASE("a flow that never sends loses its window after the timeout; the next gets the link", "[arbiter]") {
+  ArbiterOptions o;
+  o.idle_timeout = 200 * kMs;
+  auto arb = make("atlas", 0, o);
+  auto ts = pipelines(3);
+  ts[0].silent_until = kNeverSends;
+  const auto r = run_fluid(arb, ts, 0, {}, 10 * kSec);
+  REQUIRE(r.delivered[0] == -1);
+  REQUIRE(std::abs(r.delivered[1] - (200 * kMs + kTransfer)) <= 10);
+  REQUIRE(std::abs(r.delivered[2] - (200 * kMs + 2 * kTransfer)) <= 10);
+  const auto& w = arb.windows();
+  REQUIRE(w.front().revoked);
+  REQUIRE(w.front().end == 200 * kMs);
+  require_disjoint(w);
+  // The silent one got the link back whenever it was free, and lost it again each time.
+  REQUIRE(arb.transfer(r.ids[0]).revocations >= 2);
+}
+
+TEST_CASE("a late starter that then sends finishes in a later window", "[arbiter]") {
+  ArbiterOptions o;
+  o.idle_timeout = 50 * kMs;
+  auto arb = make("atlas", 0, o);
+  auto ts = pipelines(2);
+  ts[0].silent_until = 120 * kMs;
+  const auto r = run_fluid(arb, ts, 0);
+  // Revoked at 50 ms; pipeline 1 owns 50..150 ms; pipeline 0 gets it back at 150 ms.
+  REQUIRE(r.delivered[1] == 150 * kMs);
+  REQUIRE(r.delivered[0] == 250 * kMs);
+}
+
+TEST_CASE("events tell the caller what to switch", "[arbiter]") {
+  auto arb = make("atlas");
+  TransferSpec s;
+  s.link = kLink;
+  s.bytes = 1000;
+  const auto a = arb.request(s, 0);
+  const auto b = arb.request(s, 0);
+  REQUIRE(arb.take_events().empty());
+  arb.advance(0);
+  auto ev = arb.take_events();
+  REQUIRE(ev.size() == 1);
+  REQUIRE(ev[0].kind == Event::Kind::grant);
+  REQUIRE(ev[0].id == a);
+  arb.progress(a, 1000, 10);
+  arb.complete(a, 20);
+  ev = arb.take_events();
+  REQUIRE(ev.size() == 3);
+  REQUIRE(ev[0].kind == Event::Kind::close);
+  REQUIRE(ev[1].kind == Event::Kind::grant);
+  REQUIRE(ev[1].id == b);
+  REQUIRE(ev[2].kind == Event::Kind::done);
+  REQUIRE_THROWS_AS(arb.request({LinkId{5, 6}, 10}, 0), std::invalid_argument);
+  REQUIRE_THROWS_AS(arb.request({kLink, 0}, 0), std::invalid_argument);
+  REQUIRE_THROWS_AS(arb.progress(999, 1, 0), std::invalid_argument);
+}
