@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <fstream>
+#include <tuple>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -42,6 +45,17 @@ struct Agent::Run {
   std::condition_variable wait_cv;
   std::map<int, PeerAddress> peers;
   std::vector<OutgoingPair> outgoing;
+
+  // Windowed policies: sends waiting for their grant, and grants that came first (the
+  // controller grants a TP group's messages together). Key: (worker, peer, iteration, tag).
+  using WindowKey = std::tuple<int, int, int, std::uint32_t>;
+  bool windows = false;
+  std::mutex windows_mutex;
+  std::map<WindowKey, std::function<void()>> waiting_grant;
+  std::set<WindowKey> early_grants;
+  // Bytes of each WAN message local workers receive: (src, dst, tag) -> bytes, so the
+  // agent can say when one has fully arrived.
+  std::map<std::tuple<int, int, std::uint32_t>, std::uint64_t> wan_recv_bytes;
 
   void stop() {
     abort = true;
@@ -202,7 +216,29 @@ void Agent::handle(const nlohmann::json& m) {
       int expected_in = 0;
       for (const auto& [src, dst] : recvs)
         if (!local.count(src)) expected_in += stripes_to(src);
-      for (const auto& [src, dst] : sends) r->outgoing.push_back({src, dst, local.count(dst) ? 1 : stripes_to(dst)});
+      r->windows = a.value("windows", false);
+      // The agent runs in its node's namespace: this sysctl is the node's own.
+      if (a.contains("tcp_slow_start_after_idle")) {
+        const char* path = "/proc/sys/net/ipv4/tcp_slow_start_after_idle";
+        std::ofstream f(path);
+        f << (a.at("tcp_slow_start_after_idle").get<bool>() ? "1" : "0") << "\n";
+        if (!f.flush()) throw std::runtime_error(fmt::format("cannot write {}", path));
+      }
+      const int salt = a.value("port_salt", 0);
+      std::map<int, int> slot_of;  // local worker -> its GPU on this node
+      for (const auto& w : a.at("workers"))
+        slot_of[w.at("program").at("worker").get<int>()] = w.at("gpu").get<int>();
+      const auto remote_dc = [&](int worker) {
+        const auto it = r->peers.find(worker);
+        return !local.count(worker) && it != r->peers.end() && it->second.dc != my_dc;
+      };
+      for (const auto& [src, dst] : sends)
+        r->outgoing.push_back({src, dst, local.count(dst) ? 1 : stripes_to(dst), remote_dc(dst) ? slot_of.at(src) : -1,
+                               salt});
+      for (const auto& p : programs)
+        for (const auto& op : p.ops)
+          if (op.kind == program::OpKind::recv && remote_dc(op.peer))
+            r->wan_recv_bytes[{op.peer, p.worker, op.tag}] = op.bytes;
       // Pairs inside this agent connect through the loopback path of the node too: the
       // bytes still cross TCP, like GPUs of one server talking through NCCL's socket
       // transport would not, but keeping one code path makes counting exact.
@@ -210,6 +246,21 @@ void Agent::handle(const nlohmann::json& m) {
         if (local.count(src)) expected_in += 1;
       for (const auto& [src, dst] : sends)
         if (local.count(dst)) r->peers[dst] = {"127.0.0.1", a.at("listen_port").get<std::uint16_t>(), my_dc};
+      if (r->windows) {
+        Run* run = r.get();
+        const auto id = r->id;
+        r->data->set_on_delivered([this, run, id](int src, int dst, std::uint64_t tag, std::uint64_t total) {
+          const auto it = run->wan_recv_bytes.find({src, dst, static_cast<std::uint32_t>(tag)});
+          if (it == run->wan_recv_bytes.end() || it->second != total) return;
+          auto d = msg("delivered", id);
+          d["src"] = src;
+          d["dst"] = dst;
+          d["iteration"] = static_cast<int>(tag >> 32);
+          d["tag"] = static_cast<std::uint32_t>(tag);
+          d["bytes"] = total;
+          send_(d);
+        });
+      }
       r->data->listen(a.at("listen_port").get<std::uint16_t>(), local, expected_in);
 
       const auto compute = a.at("compute").get<std::string>();
@@ -226,6 +277,31 @@ void Agent::handle(const nlohmann::json& m) {
         }
         WorkerOptions wo;
         wo.iterations = iterations;
+        if (r->windows) {
+          for (const auto& [worker, peer] : r->peers)
+            if (remote_dc(worker)) wo.wan_peers.insert(worker);
+          Run* run = r.get();
+          const auto id = r->id;
+          wo.wan_gate = [this, run, id](int worker, int peer, int iteration, std::uint32_t tag, std::uint64_t bytes,
+                                        std::function<void()> go) {
+            const Run::WindowKey key{worker, peer, iteration, tag};
+            {
+              std::lock_guard lock(run->windows_mutex);
+              if (!run->early_grants.erase(key)) {
+                run->waiting_grant.emplace(key, std::move(go));
+                auto want = msg("want", id);
+                want["worker"] = worker;
+                want["peer"] = peer;
+                want["iteration"] = iteration;
+                want["tag"] = tag;
+                want["bytes"] = bytes;
+                send_(want);
+                return;
+              }
+            }
+            go();
+          };
+        }
         const auto id = r->id;
         wo.on_iteration = [this, id](int worker, int iteration) {
           auto p = msg("progress", id);
@@ -247,7 +323,22 @@ void Agent::handle(const nlohmann::json& m) {
     return;
   }
   if (!run_ || run_->id != run_id) return;  // a stale message of an earlier run
-  if (type == "connect") {
+  if (type == "grant") {
+    const Run::WindowKey key{m.at("worker").get<int>(), m.at("peer").get<int>(), m.at("iteration").get<int>(),
+                             m.at("tag").get<std::uint32_t>()};
+    std::function<void()> go;
+    {
+      std::lock_guard lock(run_->windows_mutex);
+      const auto it = run_->waiting_grant.find(key);
+      if (it == run_->waiting_grant.end()) {
+        run_->early_grants.insert(key);
+        return;
+      }
+      go = std::move(it->second);
+      run_->waiting_grant.erase(it);
+    }
+    go();
+  } else if (type == "connect") {
     try {
       const auto deadline = Clock::now() + std::chrono::seconds(20);
       run_->data->connect(run_->outgoing, run_->peers, deadline);

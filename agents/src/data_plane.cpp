@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "wanlab/common/flows.hpp"
+
 namespace wanlab::agent {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -190,11 +192,13 @@ void DataPlane::read_payload(std::shared_ptr<Conn> c) {
 }
 
 void DataPlane::delivered(int src, int dst, std::uint64_t tag, std::uint64_t bytes) {
+  std::uint64_t total = 0;
   {
     std::lock_guard lock(mutex_);
-    inbox_[{src, dst, tag}] += bytes;
+    total = inbox_[{src, dst, tag}] += bytes;
   }
   cv_.notify_all();
+  if (on_delivered_) on_delivered_(src, dst, tag, total);
 }
 
 void DataPlane::connect(const std::vector<OutgoingPair>& pairs, const std::map<int, PeerAddress>& peers,
@@ -213,6 +217,18 @@ void DataPlane::connect(const std::vector<OutgoingPair>& pairs, const std::map<i
       for (;;) {
         if (aborted_) throw Aborted();
         c->socket = tcp::socket(io_);
+        if (p.slot >= 0) {
+          // A fixed source port: the flow's identity on the wire. Closing resets the
+          // connection (linger 0) so no TIME_WAIT keeps the port from the next run.
+          const auto port = flows::source_port(p.slot, (i + p.port_salt) % flows::kFlowPortStride);
+          c->socket.open(tcp::v4());
+          c->socket.set_option(tcp::socket::reuse_address(true));
+          c->socket.set_option(asio::socket_base::linger(true, 0));
+          c->socket.bind(tcp::endpoint(tcp::v4(), port), ec);
+          if (ec)
+            throw std::runtime_error(fmt::format("worker {} -> worker {}: cannot bind source port {}: {}", p.src, p.dst,
+                                                 port, ec.message()));
+        }
         c->socket.connect(ep, ec);
         if (!ec) break;
         if (std::chrono::steady_clock::now() > deadline)

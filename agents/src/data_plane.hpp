@@ -43,6 +43,11 @@ struct OutgoingPair {
   int src = 0;
   int dst = 0;
   int stripes = 1;
+  /// WAN pairs: the sender's GPU slot on its node; its connections bind the source ports
+  /// of common/flows.hpp (stripe i on port slot base + (i + port_salt) % 64), so the data
+  /// plane can gate the pair as one flow. -1: an ephemeral port (pairs inside a DC).
+  int slot = -1;
+  int port_salt = 0;
 };
 
 class Aborted : public std::runtime_error {
@@ -53,6 +58,8 @@ class Aborted : public std::runtime_error {
 class DataPlane {
  public:
   using SendDone = std::function<void()>;  // runs on the io thread
+  /// Runs on the io thread after each stripe's bytes arrived: the total of (src, dst, tag) so far.
+  using OnDelivered = std::function<void(int src, int dst, std::uint64_t tag, std::uint64_t total)>;
 
   DataPlane();
   ~DataPlane();
@@ -66,6 +73,8 @@ class DataPlane {
   /// std::runtime_error naming the pair and the peer on failure.
   void connect(const std::vector<OutgoingPair>& pairs, const std::map<int, PeerAddress>& peers,
                std::chrono::steady_clock::time_point deadline);
+  /// Set before listen().
+  void set_on_delivered(OnDelivered f) { on_delivered_ = std::move(f); }
   /// Blocks until every expected incoming connection has said hello (or the deadline).
   void wait_incoming(std::chrono::steady_clock::time_point deadline);
 
@@ -97,6 +106,7 @@ class DataPlane {
   std::vector<std::shared_ptr<Conn>> incoming_;
   int expected_incoming_ = 0;
   std::atomic<bool> aborted_{false};
+  OnDelivered on_delivered_;
 
   mutable std::mutex mutex_;  // inbox_, incoming count, error_
   std::condition_variable cv_;

@@ -56,12 +56,19 @@ void Worker::run(const std::atomic<bool>& abort) {
             std::lock_guard lock(spans_mutex_);
             ++sends_in_flight_;
           }
-          data_.send(me, op.peer, wire_tag(it, op.tag), op.bytes, [this, it, op, t0] {
-            std::lock_guard lock(spans_mutex_);
-            report_.spans.push_back(
-                {SpanKind::send, it, op.microbatch, t0, since_start(Clock::now()), op.bytes, op.peer});
-            if (--sends_in_flight_ == 0) sends_done_.notify_all();
-          });
+          auto go = [this, me, it, op, t0] {
+            data_.send(me, op.peer, wire_tag(it, op.tag), op.bytes, [this, it, op, t0] {
+              std::lock_guard lock(spans_mutex_);
+              report_.spans.push_back(
+                  {SpanKind::send, it, op.microbatch, t0, since_start(Clock::now()), op.bytes, op.peer});
+              if (--sends_in_flight_ == 0) sends_done_.notify_all();
+            });
+          };
+          // The span starts when the worker wanted to send, so a wait for the window shows.
+          if (options_.wan_gate && options_.wan_peers.contains(op.peer))
+            options_.wan_gate(me, op.peer, it, op.tag, op.bytes, std::move(go));
+          else
+            go();
           break;
         }
         case OpKind::recv: {

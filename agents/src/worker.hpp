@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "data_plane.hpp"
@@ -42,8 +43,15 @@ class ModeledCompute final : public Compute {
   std::condition_variable& cv_;
 };
 
+/// Windowed policies: called instead of sending a message to a peer in another DC; `go`
+/// starts the send once the arbiter's window for it is open (any thread).
+using WanGate = std::function<void(int worker, int peer, int iteration, std::uint32_t tag, std::uint64_t bytes,
+                                   std::function<void()> go)>;
+
 struct WorkerOptions {
   int iterations = 1;
+  WanGate wan_gate;         // unset: every message goes at once (`fair`)
+  std::set<int> wan_peers;  // peers in other DCs (what the gate applies to)
   Clock::time_point start;  // the run's start barrier: span times count from here
   /// Called after each iteration (on the worker's thread).
   std::function<void(int worker, int iteration)> on_iteration;

@@ -26,11 +26,14 @@ const std::vector<MessageSpec>& specs() {
     {"progress", Sender::agent, {req("run", str), req("worker", integer), req("iteration", integer)}},
     {"report", Sender::agent, {req("run", str), req("report", object)}},
     {"failed", Sender::agent, {req("run", str), req("message", str)}},
+    {"want", Sender::agent, {req("run", str), req("worker", integer), req("peer", integer), req("iteration", integer), req("tag", integer), req("bytes", integer)}},
+    {"delivered", Sender::agent, {req("run", str), req("src", integer), req("dst", integer), req("iteration", integer), req("tag", integer), req("bytes", integer)}},
     // controller -> agent
     {"welcome", Sender::controller, {req("controller_version", str)}},
     {"assign", Sender::controller, {req("run", str), req("assignment", object)}},
     {"connect", Sender::controller, {req("run", str)}},
     {"start", Sender::controller, {req("run", str), req("delay_ms", integer)}},
+    {"grant", Sender::controller, {req("run", str), req("worker", integer), req("peer", integer), req("iteration", integer), req("tag", integer)}},
     {"abort", Sender::controller, {req("run", str), req("reason", str)}},
     {"bye", Sender::controller, {}},
     // either way

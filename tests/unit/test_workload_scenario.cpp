@@ -138,7 +138,7 @@ TEST_CASE("every problem is reported at once, each with its path", "[unit][workl
   doc["warmup"] = 4;
   doc["connections"] = 100;
   doc["scale"] = 2;
-  doc["policy"] = "atlas";
+  doc["policy"] = "atlsa";
   doc["compute"] = "gpu";
   doc["gpu"] = {{"mfu", 0}};
   doc["iteration"] = 3;
@@ -160,7 +160,7 @@ TEST_CASE("every problem is reported at once, each with its path", "[unit][workl
   CHECK_THAT(reason("/warmup"), Contains("4 warm-up iterations leave none of the 4"));
   CHECK_THAT(reason("/connections"), Contains("100 is outside 1..64"));
   CHECK_THAT(reason("/scale"), Contains("outside (0, 1]"));
-  CHECK_THAT(reason("/policy"), Contains("\"atlas\"") && Contains("fair"));
+  CHECK_THAT(reason("/policy"), Contains("\"atlsa\"") && Contains("did you mean \"atlas\"") && Contains("priority"));
   CHECK_THAT(reason("/compute"), Contains("modeled, cuda"));
   CHECK_THAT(reason("/gpu/mfu"), Contains("outside (0, 1]"));
   CHECK_THAT(reason("/iteration"), Contains("unknown key \"iteration\" (did you mean \"iterations\"?)"));

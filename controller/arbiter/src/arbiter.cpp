@@ -182,10 +182,9 @@ void Arbiter::end_window(Link& l, Transfer& t, Nanos now, bool revoked) {
   if (l.owner == t.id) l.owner.reset();
 }
 
-void Arbiter::schedule(Link& l, Nanos now) {
-  if (!policy_->exclusive() || l.owner || l.waiting.empty()) return;
+std::vector<TransferId>::const_iterator Arbiter::best_waiting(const Link& l) const {
   // Transfers that lost a window go behind every other pending one.
-  const auto best = std::min_element(l.waiting.begin(), l.waiting.end(), [&](TransferId a, TransferId b) {
+  return std::min_element(l.waiting.begin(), l.waiting.end(), [&](TransferId a, TransferId b) {
     const auto& ta = transfers_.at(a);
     const auto& tb = transfers_.at(b);
     const bool ra = ta.state == State::revoked_pending;
@@ -193,9 +192,20 @@ void Arbiter::schedule(Link& l, Nanos now) {
     if (ra != rb) return rb;
     return policy_->before(ta, tb);
   });
+}
+
+void Arbiter::schedule(Link& l, Nanos now) {
+  if (!policy_->exclusive() || l.owner || l.waiting.empty()) return;
+  const auto best = best_waiting(l);
   auto& t = get(*best);
   l.waiting.erase(best);
   grant(l, t, now);
+}
+
+std::optional<TransferId> Arbiter::next_in_line(LinkId link) const {
+  const auto it = links_.find(link);
+  if (it == links_.end() || it->second.waiting.empty()) return std::nullopt;
+  return *best_waiting(it->second);
 }
 
 void Arbiter::progress(TransferId id, std::uint64_t bytes, Nanos now) {

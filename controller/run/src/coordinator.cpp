@@ -81,6 +81,9 @@ nlohmann::json RunCoordinator::assignment(const std::string& node) const {
           {"iterations", plan_.scenario.iterations},
           {"compute", workload::to_string(plan_.scenario.compute)},
           {"connections", plan_.scenario.connections},
+          {"windows", options_.windows},
+          {"tcp_slow_start_after_idle", plan_.scenario.tcp_slow_start_after_idle},
+          {"port_salt", options_.port_salt},
           {"workers", workers},
           {"peers", peer_list}};
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -26,6 +27,7 @@
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/run/coordinator.hpp"
 #include "wanlab/run/results.hpp"
+#include "wanlab/run/windows.hpp"
 #include "wanlab/workload/metrics.hpp"
 #include "wanlab/workload/plan.hpp"
 #include "wanlab/workload/scenario.hpp"
@@ -96,7 +98,7 @@ fs::path find_agent_binary() {
 
 struct RunManager::Impl : std::enable_shared_from_this<Impl> {
   Impl(boost::asio::io_context& io, api::LabController& l, RunManagerOptions o)
-      : ioc(io), lab(l), options(std::move(o)), timer(io) {}
+      : ioc(io), lab(l), options(std::move(o)), timer(io), window_timer(io) {}
 
   struct Active {
     std::string id;
@@ -109,12 +111,17 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     std::map<std::pair<std::size_t, std::size_t>, shaping::LinkCounters> base;  // counters at start
     bool sampling = false;
     std::string started_at;
+    // Exclusive policies: the windows, and whether the data plane enforces them too.
+    std::unique_ptr<RunWindows> windows;
+    bool gated = false;
+    std::int64_t start_steady_ns = 0;  // the run's common start on the steady clock
   };
 
   boost::asio::io_context& ioc;
   api::LabController& lab;
   RunManagerOptions options;
   boost::asio::steady_timer timer;
+  boost::asio::steady_timer window_timer;
   std::unique_ptr<protocol::ChannelServer> server;
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<protocol::Channel>> agents;  // node -> channel
@@ -192,8 +199,80 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     if (it == agents.end() || it->second != wch.lock()) return;  // a replaced connection
     if (m.value("type", std::string{}) == "failed")
       spdlog::warn("node {} reports: {}", node, m.value("message", std::string{}));
+    const auto type = m.value("type", std::string{});
+    if (active && active->windows && (type == "want" || type == "delivered")) {
+      if (active->coordinator->phase() != Phase::running) return;
+      WindowActions out;
+      const auto now = steady_ns();
+      const auto problem = type == "want" ? active->windows->want(m, now, out) : active->windows->delivered(m, now, out);
+      if (problem) spdlog::warn("node {}: {}", node, *problem);
+      carry_out(out);
+      return;
+    }
     if (active) send_all(active->coordinator->message(node, m, Clock::now()));
     after_event();
+  }
+
+  static std::int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  }
+
+  void carry_out(const WindowActions& out) {
+    auto& a = *active;
+    if (a.gated) {
+      for (const auto& g : out.gates) {
+        try {
+          lab.set_gate(g.link.src, g.link.dst, g.flow, g.open);
+        } catch (const std::exception& e) {
+          spdlog::warn("run {}: gate {} of link {}->{}: {}", a.id, g.flow, g.link.src, g.link.dst, e.what());
+        }
+      }
+    }
+    send_all(out.messages);
+  }
+
+  // Every few ms while windows are in use: the flows' bytes on the wire, window ends.
+  void schedule_window_tick() {
+    window_timer.expires_after(std::chrono::milliseconds(5));
+    std::weak_ptr<Impl> weak = shared_from_this();
+    window_timer.async_wait([weak](const boost::system::error_code& ec) {
+      if (ec) return;
+      auto self = weak.lock();
+      if (!self) return;
+      std::lock_guard lock(self->mutex);
+      if (!self->active || !self->active->windows) return;
+      self->window_tick(*self->active);
+      self->schedule_window_tick();
+    });
+  }
+
+  void window_tick(Active& a) {
+    if (a.coordinator->phase() != Phase::running) return;
+    const auto now = steady_ns();
+    if (a.gated) {
+      for (const auto& [link, flows] : a.windows->flows()) {
+        try {
+          a.windows->flow_bytes(link, lab.flow_counters(link.src, link.dst), now);
+        } catch (const std::exception& e) {
+          spdlog::warn("run {}: flow counters of link {}->{}: {}", a.id, link.src, link.dst, e.what());
+        }
+      }
+    }
+    WindowActions out;
+    a.windows->tick(now, out);
+    carry_out(out);
+  }
+
+  // Ends gating on every link the run declared flows on.
+  void clear_gates(Active& a) {
+    if (!a.windows || !a.gated) return;
+    for (const auto& [link, flows] : a.windows->flows()) {
+      try {
+        lab.set_flows(link.src, link.dst, {});
+      } catch (const std::exception& e) {
+        spdlog::warn("run {}: ending gating on link {}->{}: {}", a.id, link.src, link.dst, e.what());
+      }
+    }
   }
 
   void on_close(const std::string& node, const std::weak_ptr<protocol::Channel>& wch, const std::string& reason) {
@@ -228,6 +307,24 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     if (phase == Phase::running && !a.sampling) {
       a.sampling = true;
       for (const auto& [src, dst, c] : lab.link_counters()) a.base[{src, dst}] = c;
+      if (const auto start = a.coordinator->start_unix_ns()) {
+        const auto now_unix = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+        a.start_steady_ns = steady_ns() + (*start - now_unix);
+      }
+      if (a.windows) {
+        // Gates close now that the data connections are up (their handshakes passed) and
+        // before the common start.
+        if (a.gated) {
+          try {
+            for (const auto& [link, flows] : a.windows->flows()) lab.set_flows(link.src, link.dst, flows);
+          } catch (const std::exception& e) {
+            send_all(a.coordinator->abort(fmt::format("cannot gate the WAN flows: {}", e.what())));
+          }
+        }
+        schedule_window_tick();
+      }
     }
     if (phase == Phase::done || phase == Phase::failed) finish();
   }
@@ -281,7 +378,12 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
         meta.scenario_file = a->request.scenario;
         for (const auto& l : lab.topology().links)
           meta.rate_bps.push_back(static_cast<std::uint64_t>(static_cast<double>(l.params.rate.bps) * a->scenario.scale));
-        const auto summary = make_summary(co.plan(), lab.topology(), co.reports(), a->samples, meta);
+        auto summary = make_summary(co.plan(), lab.topology(), co.reports(), a->samples, meta);
+        if (a->windows) {
+          summary["windows"] = a->windows->accuracy();
+          summary["windows"]["enforced_by"] = a->gated ? "agents and data plane" : "agents";
+          std::ofstream(a->out / "windows.csv") << a->windows->windows_csv(a->start_steady_ns);
+        }
         write_run_folder(a->out, summary, workload::chrome_trace(co.plan(), co.reports()),
                          links_csv(lab.topology(), a->samples), workload::to_json(a->scenario));
         st["summary"] = summary;
@@ -298,6 +400,8 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
       std::error_code ec;
       std::ofstream(a->out / "error.txt") << co.error() << "\n";
     }
+    clear_gates(*a);
+    window_timer.cancel();
     try {
       lab.set_rate_scale(1.0);
     } catch (const std::exception& e) {
@@ -370,12 +474,29 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     std::error_code ec;
     fs::create_directories(a->out / "agents", ec);
     if (ec) throw ApiError(400, "bad_request", fmt::format("out: cannot create {}: {}", r.out, ec.message()), "out");
+    auto policy = arbiter::make_policy(scenario.policy);
+    CoordinatorOptions co;
+    co.windows = policy->exclusive();
+    co.port_salt = (next_id * 17) % 64;
     lab.set_rate_scale(scenario.scale);
-    a->coordinator = std::make_unique<RunCoordinator>(a->id, std::move(plan), lab.topology(), CoordinatorOptions{},
-                                                      Clock::now());
+    a->coordinator = std::make_unique<RunCoordinator>(a->id, std::move(plan), lab.topology(), co, Clock::now());
     active = std::move(a);
     auto& act = *active;
     try {
+      if (co.windows) {
+        std::vector<double> rates;
+        for (const auto& l : lab.topology().links) rates.push_back(static_cast<double>(l.params.rate.bps) * scenario.scale);
+        act.gated = lab.gates_flows();
+        arbiter::ArbiterOptions ao;
+        // Without the data plane's counters there is no progress to judge a window by: it
+        // ends when its transfer is delivered, never by timeout.
+        if (!act.gated) ao.idle_timeout = std::numeric_limits<arbiter::Nanos>::max() / 2;
+        act.windows =
+            std::make_unique<RunWindows>(act.id, act.coordinator->plan(), rates, std::move(policy), ao, act.gated);
+        if (!act.gated)
+          spdlog::warn("run {}: the {} backend does not gate flows; windows are kept by the agents alone", act.id,
+                       options.backend);
+      }
       if (options.spawn_agents) {
         const auto binary = options.agent_binary.empty() ? find_agent_binary() : options.agent_binary;
         for (const auto& node : act.coordinator->nodes()) {
@@ -387,9 +508,9 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
         }
       }
     } catch (const std::exception& e) {
-      send_all(act.coordinator->abort(fmt::format("cannot start agents: {}", e.what())));
+      send_all(act.coordinator->abort(fmt::format("cannot start the run: {}", e.what())));
       finish();
-      throw ApiError(500, "agents", fmt::format("cannot start agents: {}", e.what()));
+      throw ApiError(500, "agents", fmt::format("cannot start the run: {}", e.what()));
     }
     for (const auto& [node, ch] : agents)
       send_all(act.coordinator->agent_joined(node, hellos[node], Clock::now()));

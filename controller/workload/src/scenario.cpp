@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <system_error>
 
+#include "wanlab/arbiter/arbiter.hpp"
 #include "wanlab/core/json_fields.hpp"
 
 namespace wanlab::workload {
@@ -19,7 +20,7 @@ namespace {
 constexpr std::string_view kTopKeys[] = {
     "name",     "description",      "topology",      "model",      "gpu",      "parallelism",
     "schedule", "micro_batch_size", "micro_batches", "iterations", "warmup",   "connections",
-    "policy",   "compute",          "scale",         "seed",       "placement"};
+    "policy",   "compute",          "scale",         "seed",       "placement", "tcp_slow_start_after_idle"};
 constexpr std::string_view kModelKeys[] = {"preset",     "layers",    "hidden",  "heads", "kv_heads",
                                            "ffn_hidden", "gated_mlp", "seq_len", "vocab", "dtype"};
 constexpr std::string_view kGpuKeys[] = {"mfu"};
@@ -285,6 +286,8 @@ class ScenarioParser {
       if (auto scale = as_fraction(*v, "/scale", "it multiplies bytes and link rates", d_)) s_.scale = *scale;
     if (const json* v = find(doc, "seed"))
       if (auto seed = as_unsigned(*v, "/seed", d_)) s_.seed = *seed;
+    if (const json* v = find(doc, "tcp_slow_start_after_idle"))
+      if (auto b = as_bool(*v, "/tcp_slow_start_after_idle", d_)) s_.tcp_slow_start_after_idle = *b;
   }
 
   void placement(const json* v) {
@@ -388,7 +391,7 @@ std::string to_string(ComputeMode mode) {
 }
 
 const std::vector<std::string>& known_policies() {
-  static const std::vector<std::string> policies{"fair"};
+  static const std::vector<std::string> policies = arbiter::policy_names();
   return policies;
 }
 
@@ -454,7 +457,8 @@ json to_json(const Scenario& s) {
          {"policy", s.policy},
          {"compute", to_string(s.compute)},
          {"scale", s.scale},
-         {"seed", s.seed}};
+         {"seed", s.seed},
+         {"tcp_slow_start_after_idle", s.tcp_slow_start_after_idle}};
   if (!s.description.empty()) j["description"] = s.description;
   if (!s.placement.empty()) j["placement"] = s.placement;
   return j;

@@ -150,6 +150,8 @@ class Arbiter {
   /// Events since the last call, oldest first.
   std::vector<Event> take_events();
   const Transfer& transfer(TransferId id) const;
+  /// The pending transfer that would get `link` next if nothing else asks first.
+  std::optional<TransferId> next_in_line(LinkId link) const;
   /// Windows that ended, in the order they ended.
   const std::vector<WindowRecord>& windows() const { return windows_; }
   /// Transfers not yet done.
@@ -168,6 +170,7 @@ class Arbiter {
   void grant(Link& l, Transfer& t, Nanos now);
   void end_window(Link& l, Transfer& t, Nanos now, bool revoked);
   void schedule(Link& l, Nanos now);
+  std::vector<TransferId>::const_iterator best_waiting(const Link& l) const;
 
   std::unique_ptr<Policy> policy_;
   ArbiterOptions options_;

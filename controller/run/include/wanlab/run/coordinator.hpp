@@ -43,6 +43,12 @@ struct CoordinatorOptions {
   std::chrono::milliseconds start_delay{300};      // from `start` to the common instant
   /// Longest silence of the whole run (no progress or report from any worker) while running.
   std::chrono::milliseconds stall_timeout{120000};
+  /// Agents ask for a window before each WAN send (`want`/`grant`) and say when a WAN
+  /// message has arrived (`delivered`): exclusive policies.
+  bool windows = false;
+  /// Offsets the stripes' source ports within each slot's block (common/flows.hpp), so a
+  /// run never reuses the exact ports of the one before.
+  int port_salt = 0;
 };
 
 class RunCoordinator {

@@ -56,7 +56,7 @@ std::string to_string(Schedule schedule);  // "gpipe", "1f1b"
 enum class ComputeMode { modeled, cuda };
 std::string to_string(ComputeMode mode);
 
-/// Bandwidth policies the arbiter offers; the one place a new policy registers.
+/// Bandwidth policies the arbiter offers (arbiter::policy_names(): a new policy registers there).
 const std::vector<std::string>& known_policies();
 
 struct Scenario {
@@ -77,6 +77,10 @@ struct Scenario {
   ComputeMode compute = ComputeMode::modeled;
   double scale = 1;  // multiplies bytes and link rates
   std::uint64_t seed = 1;
+  /// Linux's net.ipv4.tcp_slow_start_after_idle on the nodes during the run. Off by
+  /// default, as on hosts tuned for WAN transfers: a connection idle between two pipeline
+  /// messages keeps its congestion window instead of starting over from 10 segments.
+  bool tcp_slow_start_after_idle = false;
   /// placement[stage][dp replica] = DC name; empty: the Atlas rule places the stages.
   std::vector<std::vector<std::string>> placement;
 };

@@ -1,0 +1,264 @@
+#include "wanlab/run/windows.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "wanlab/common/flows.hpp"
+#include "wanlab/core/address_plan.hpp"
+#include "wanlab/workload/metrics.hpp"
+
+namespace wanlab::run {
+using arbiter::LinkId;
+using arbiter::Nanos;
+using program::OpKind;
+
+namespace {
+
+nlohmann::json grant_message(const std::string& run, int worker, int peer, int iteration, std::uint32_t tag) {
+  return {{"v", 1}, {"type", "grant"}, {"run", run}, {"worker", worker}, {"peer", peer}, {"iteration", iteration},
+          {"tag", tag}};
+}
+
+// When worker `w` reaches op `index` of its program if nothing made it wait: the modeled
+// compute of the ops before it. Orders transfers by when their receiver needs them.
+Nanos compute_before(const workload::Plan& plan, int w, std::size_t index) {
+  const auto& prog = plan.programs.at(static_cast<std::size_t>(w));
+  const double flops_per_s = plan.effective_flops.at(static_cast<std::size_t>(w));
+  double s = 0;
+  for (std::size_t i = 0; i < index && i < prog.ops.size(); ++i) {
+    const auto k = prog.ops[i].kind;
+    if (k == OpKind::forward || k == OpKind::backward || k == OpKind::optimizer) s += prog.ops[i].flops / flops_per_s;
+  }
+  return static_cast<Nanos>(s * 1e9);
+}
+
+}  // namespace
+
+RunWindows::RunWindows(std::string run_id, const workload::Plan& plan, const std::vector<double>& rates_bps,
+                       std::unique_ptr<arbiter::Policy> policy, arbiter::ArbiterOptions options, bool lookahead)
+    : run_id_(std::move(run_id)), plan_(plan), arbiter_(std::move(policy), options), lookahead_(lookahead) {
+  const auto& topo = plan.topology;
+  if (rates_bps.size() != topo.links.size())
+    throw std::invalid_argument("run windows: one rate per topology link expected");
+  for (std::size_t i = 0; i < topo.links.size(); ++i) {
+    const auto& l = topo.links[i];
+    const auto* back = topo.find_link(l.dst, l.src);
+    const Nanos rtt = l.params.delay.count() + (back ? back->params.delay.count() : l.params.delay.count());
+    arbiter_.add_link({l.src, l.dst}, rates_bps[i], rtt);
+  }
+  const auto& workers = plan.workers;
+  for (const auto& prog : plan.programs) {
+    const auto& w = workers.at(static_cast<std::size_t>(prog.worker));
+    for (const auto& op : prog.ops) {
+      if (op.kind != OpKind::send) continue;
+      const auto& peer = workers.at(static_cast<std::size_t>(op.peer));
+      if (peer.dc == w.dc) continue;
+      const LinkId link{w.dc, peer.dc};
+      if (!flow_of_.contains({prog.worker, op.peer})) {
+        auto& fl = flows_[link];
+        shaping::FlowMatch match{core::node_address(static_cast<int>(w.dc), w.node).value,
+                                 core::node_address(static_cast<int>(peer.dc), peer.node).value,
+                                 flows::slot_port(w.gpu), flows::kFlowPortMask};
+        const int id = static_cast<int>(fl.size());
+        fl.push_back({id, {match}});
+        flow_of_[{prog.worker, op.peer}] = {link, id};
+      }
+      // The receiver's matching recv: when it would need this message.
+      const auto& rprog = plan.programs.at(static_cast<std::size_t>(op.peer));
+      std::size_t at = 0;
+      for (std::size_t i = 0; i < rprog.ops.size(); ++i)
+        if (rprog.ops[i].kind == OpKind::recv && rprog.ops[i].peer == prog.worker && rprog.ops[i].tag == op.tag) at = i;
+      Message m;
+      m.src_stage = w.stage;
+      m.dp = w.dp_rank;
+      m.dst_stage = peer.stage;
+      m.kind = op.tag % 2 == 0 ? arbiter::TransferKind::activation : arbiter::TransferKind::gradient;
+      m.microbatch = op.microbatch;
+      m.bytes = op.bytes;
+      m.needed_at = compute_before(plan, op.peer, at);
+      messages_[{prog.worker, op.peer, op.tag}] = m;
+    }
+  }
+}
+
+std::optional<std::string> RunWindows::want(const nlohmann::json& j, Nanos now, WindowActions& out) {
+  const int src = j.at("worker").get<int>();
+  const int dst = j.at("peer").get<int>();
+  const int iteration = j.at("iteration").get<int>();
+  const auto tag = j.at("tag").get<std::uint32_t>();
+  const auto it = messages_.find({src, dst, tag});
+  if (it == messages_.end())
+    return fmt::format("want: worker {} sends no WAN message with tag {} to worker {}", src, tag, dst);
+  const auto& m = it->second;
+  const GroupKey key{iteration, m.src_stage, m.dp, m.dst_stage, tag};
+  if (!groups_.contains(key)) {
+    const auto& par = plan_.scenario.parallelism;
+    Group g;
+    g.iteration = iteration;
+    g.tag = tag;
+    for (int t = 0; t < par.tp; ++t) {
+      Member mem;
+      mem.src = workload::worker_id(par, m.src_stage, m.dp, t);
+      mem.dst = workload::worker_id(par, m.dst_stage, m.dp, t);
+      const auto f = flow_of_.find({mem.src, mem.dst});
+      if (f == flow_of_.end()) continue;  // this rank's counterpart is in the same DC
+      g.link = f->second.first;
+      mem.flow = f->second.second;
+      const auto& ws = plan_.workers.at(static_cast<std::size_t>(mem.src));
+      const auto& wd = plan_.workers.at(static_cast<std::size_t>(mem.dst));
+      mem.src_node = core::node_name(plan_.topology.dcs.at(ws.dc), ws.node);
+      mem.dst_node = core::node_name(plan_.topology.dcs.at(wd.dc), wd.node);
+      g.payload += messages_.at({mem.src, mem.dst, tag}).bytes;
+      g.members.push_back(mem);
+    }
+    arbiter::TransferSpec spec;
+    spec.link = g.link;
+    spec.bytes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(static_cast<double>(g.payload) * kWireOverhead)));
+    spec.kind = m.kind;
+    spec.iteration = iteration;
+    spec.pipeline = m.dp;
+    spec.src_stage = m.src_stage;
+    spec.dst_stage = m.dst_stage;
+    spec.microbatch = m.microbatch;
+    spec.needed_at = m.needed_at;
+    g.id = arbiter_.request(spec, now);
+    by_id_[g.id] = key;
+    groups_.emplace(key, std::move(g));
+  }
+  act(out, now);
+  return std::nullopt;
+}
+
+std::optional<std::string> RunWindows::delivered(const nlohmann::json& j, Nanos now, WindowActions& out) {
+  const int src = j.at("src").get<int>();
+  const int dst = j.at("dst").get<int>();
+  const int iteration = j.at("iteration").get<int>();
+  const auto tag = j.at("tag").get<std::uint32_t>();
+  const auto it = messages_.find({src, dst, tag});
+  if (it == messages_.end())
+    return fmt::format("delivered: worker {} receives no WAN message with tag {} from worker {}", dst, tag, src);
+  const auto& m = it->second;
+  const auto g = groups_.find({iteration, m.src_stage, m.dp, m.dst_stage, tag});
+  if (g == groups_.end())
+    return fmt::format("delivered: iteration {} tag {} from worker {} was never asked for", iteration, tag, src);
+  if (++g->second.delivered == static_cast<int>(g->second.members.size())) arbiter_.complete(g->second.id, now);
+  act(out, now);
+  return std::nullopt;
+}
+
+void RunWindows::flow_bytes(LinkId link, const std::vector<shaping::FlowCounters>& counters, Nanos now) {
+  for (const auto& c : counters) last_counters_[{link, c.id}] = c;
+  for (auto& [key, g] : groups_) {
+    if (!g.holds_gates || !(g.link == link)) continue;
+    std::uint64_t moved = 0;
+    for (const auto& mem : g.members) {
+      const auto& c = last_counters_[{link, mem.flow}];
+      const auto b = g.base[mem.flow];
+      moved += c.bytes > b ? c.bytes - b : 0;
+      if (!g.wire_first && c.bytes > b) {
+        const auto& t = arbiter_.transfer(g.id);
+        // The engine's time of the first packet since the gate opened, when this window
+        // opened it; otherwise the sample's time.
+        g.wire_first = c.first_out_ns >= 0 && c.opened_ns >= t.granted ? c.first_out_ns : now;
+      }
+    }
+    arbiter_.progress(g.id, moved, now);
+  }
+}
+
+void RunWindows::tick(Nanos now, WindowActions& out) {
+  act(out, now);
+}
+
+void RunWindows::switch_gates(Group& g, bool open, WindowActions& out) {
+  if (g.holds_gates == open) return;
+  g.holds_gates = open;
+  for (const auto& mem : g.members) {
+    int& n = open_count_[{g.link, mem.flow}];
+    if (open) {
+      g.base[mem.flow] = last_counters_[{g.link, mem.flow}].bytes;
+      if (n++ == 0) out.gates.push_back({g.link, mem.flow, true});
+    } else if (--n == 0) {
+      out.gates.push_back({g.link, mem.flow, false});
+    }
+  }
+}
+
+void RunWindows::act(WindowActions& out, Nanos now) {
+  arbiter_.advance(now);
+  for (const auto& ev : arbiter_.take_events()) {
+    auto& g = groups_.at(by_id_.at(ev.id));
+    switch (ev.kind) {
+      case arbiter::Event::Kind::grant:
+        switch_gates(g, true, out);
+        grant_agents(g, out);
+        break;
+      case arbiter::Event::Kind::close:
+        break;  // the gates stay open for what is still in flight, until it is delivered
+      case arbiter::Event::Kind::revoke:
+        switch_gates(g, false, out);
+        break;
+      case arbiter::Event::Kind::done: {
+        std::int64_t last = -1;
+        for (const auto& mem : g.members) last = std::max(last, last_counters_[{g.link, mem.flow}].last_out_ns);
+        g.wire_last = last >= 0 ? last : now;
+        if (!g.wire_first) g.wire_first = g.wire_last;
+        switch_gates(g, false, out);
+        break;
+      }
+    }
+  }
+  if (!lookahead_) return;
+  for (const auto& [link, flows] : flows_) {
+    if (const auto next = arbiter_.next_in_line(link)) grant_agents(groups_.at(by_id_.at(*next)), out);
+  }
+}
+
+void RunWindows::grant_agents(Group& g, WindowActions& out) {
+  if (g.agents_granted) return;
+  g.agents_granted = true;
+  for (const auto& mem : g.members)
+    out.messages.push_back({mem.src_node, grant_message(run_id_, mem.src, mem.dst, g.iteration, g.tag)});
+}
+
+std::string RunWindows::windows_csv(Nanos origin) const {
+  const auto s = [&](Nanos t) { return t < 0 ? std::string{} : fmt::format("{:.6f}", static_cast<double>(t - origin) / 1e9); };
+  std::string csv =
+      "src,dst,transfer,iteration,pipeline,src_stage,dst_stage,kind,microbatch,bytes,ready_s,planned_start_s,"
+      "planned_end_s,granted_s,closed_s,wire_first_s,wire_last_s,revoked\n";
+  const auto& dcs = plan_.topology.dcs;
+  for (const auto& w : arbiter_.windows()) {
+    const auto& g = groups_.at(by_id_.at(w.id));
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", dcs.at(w.spec.link.src).name,
+                       dcs.at(w.spec.link.dst).name, w.id, w.spec.iteration, w.spec.pipeline, w.spec.src_stage,
+                       w.spec.dst_stage, arbiter::to_string(w.spec.kind), w.spec.microbatch, w.spec.bytes, s(w.ready),
+                       s(w.start), s(w.planned_end), s(w.start), s(w.end), w.revoked ? "" : s(g.wire_first.value_or(-1)),
+                       w.revoked ? "" : s(g.wire_last.value_or(-1)), w.revoked ? 1 : 0);
+  }
+  return csv;
+}
+
+nlohmann::json RunWindows::accuracy() const {
+  std::vector<double> start_gap, end_gap;
+  int revoked = 0;
+  for (const auto& w : arbiter_.windows()) revoked += w.revoked ? 1 : 0;
+  for (const auto& [key, g] : groups_) {
+    const auto& t = arbiter_.transfer(g.id);
+    if (!g.wire_first || !g.wire_last || t.state != arbiter::State::done) continue;
+    start_gap.push_back(static_cast<double>(*g.wire_first - t.granted) / 1e6);
+    end_gap.push_back(static_cast<double>(*g.wire_last - t.first_planned_end) / 1e6);
+  }
+  const auto q = [](std::vector<double> v) {
+    if (v.empty()) return nlohmann::json(nullptr);
+    return nlohmann::json{{"p50", workload::quantile(v, 0.5)}, {"p99", workload::quantile(v, 0.99)}};
+  };
+  return {{"windows", arbiter_.windows().size()},
+          {"transfers", groups_.size()},
+          {"revoked", revoked},
+          {"start_gap_ms", q(start_gap)},
+          {"end_gap_ms", q(end_gap)}};
+}
+
+}  // namespace wanlab::run
