@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "bench_command.hpp"
 #include "commands.hpp"
 #include "replay_commands.hpp"
 #include "run_command.hpp"
@@ -45,6 +46,39 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "kernel", "userspace"}));
   run_cmd->add_flag("--keep-lab", run.keep_lab, "Leave a lab this command brought up running afterwards");
   run_cmd->add_flag("--quiet", run.quiet, "No progress lines");
+
+  BenchArgs bench;
+  std::optional<std::string> plots_only;
+  auto* bench_cmd = app.add_subcommand(
+      "bench", "Run a scenario under several bandwidth policies and numbers of TCP connections (and the \"DP across "
+               "DCs\" placement baseline), one run each on the same lab, and compare them side by side: writes "
+               "bench.json, bench.md (also printed), one run folder per variant and plots/*.svg (gnuplot)");
+  bench_cmd->add_option("scenario", bench.scenario, "Scenario file (JSON, see bench/scenarios/README.md)");
+  bench_cmd->add_option("--policies", bench.policies,
+                        "Comma-separated bandwidth policies, each run with every --connections value (default: "
+                        "fair,atlas); the controller refuses policies it does not know, and those variants are "
+                        "reported as not run");
+  bench_cmd->add_option("--connections", bench.connections,
+                        "Comma-separated TCP connections per WAN peer, 1 to 64 (default: 1 and the scenario's)");
+  bench_cmd->add_flag("--no-placement-baseline", bench.no_placement_baseline,
+                      "Leave out the \"DP across DCs\" variant (policy fair, the largest --connections value, each "
+                      "DP replica's pipeline inside one DC and the replicas spread over the DCs)");
+  bench_cmd->add_option("--out", bench.out, "Bench folder (default: bench-results/SCENARIO-YYYYMMDD-HHMMSS)");
+  bench_cmd->add_option("--backend", bench.backend,
+                        "Shaping backend if the lab must be brought up: auto, kernel or userspace")
+      ->check(CLI::IsMember({"auto", "kernel", "userspace"}));
+  bench_cmd->add_flag("--keep-lab", bench.keep_lab, "Leave a lab this command brought up running afterwards");
+  bench_cmd->add_flag("--quiet", bench.quiet, "No per-iteration progress lines (one line per variant remains)");
+  bench_cmd->add_option("--plots-only", plots_only,
+                        "Only (re)draw the plots of an existing bench folder DIR (no runs, no lab, no root)")
+      ->type_name("DIR");
+  bench_cmd->footer(
+      "Variants: every policy x every connections value, named POLICY-kK (fair-k1, atlas-k4, ...), plus\n"
+      "fair-kMAX-dp-across-dcs. The baseline is fair with the smallest connections value (a stock framework:\n"
+      "one TCP connection); it always runs. Runs are sequential on one lab, brought up first if it is not (and\n"
+      "down at the end unless --keep-lab), with fresh agents for each. Ctrl-C aborts the current run and writes\n"
+      "what is done. Exit status: 0 every variant ran (a placement baseline the lab cannot host is only\n"
+      "reported), 1 a variant was refused or failed, 2 bad input, 130 interrupted. Format: bench/README.md.");
 
   std::optional<std::string> down_lab;
   auto* down_cmd = app.add_subcommand("down", "Remove a lab and everything it created (also after its controller died)");
@@ -98,6 +132,17 @@ int main(int argc, char** argv) {
       return cmd_up(up);
     }
     if (*run_cmd) return cmd_run(run);
+    if (*bench_cmd) {
+      if (plots_only.has_value() == !bench.scenario.empty()) {
+        fmt::print(stderr, "wanlab: bench: give a SCENARIO, or --plots-only DIR without one\n");
+        return 2;
+      }
+      if (plots_only) {
+        bench.plots_only = true;
+        bench.scenario = *plots_only;
+      }
+      return cmd_bench(bench);
+    }
     if (*down_cmd) return cmd_down(down_lab);
     if (*status_cmd) return cmd_status(status_lab, status_json);
     if (*exec_cmd) {

@@ -1,19 +1,14 @@
 // run: a scenario on its lab, from the command line.
 #include "run_command.hpp"
 
-#include <csignal>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "wanlab/api/server.hpp"
+#include "run_support.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/core/topology.hpp"
-#include "wanlab/lab/state.hpp"
 #include "wanlab/workload/plan.hpp"
 #include "wanlab/workload/scenario.hpp"
 
@@ -21,26 +16,6 @@ namespace wanlab::cli {
 namespace {
 
 namespace fs = std::filesystem;
-volatile std::sig_atomic_t g_interrupted = 0;
-
-std::string timestamp() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
-  return buf;
-}
-
-// The lab's controller answers on its socket.
-bool lab_running(const std::string& name) {
-  if (!lab::read_state(name)) return false;
-  try {
-    return api::call(lab::socket_path(name), "GET", "/v1/status", {}, std::chrono::seconds(5)).status == 200;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
 
 double num(const nlohmann::json& j, const char* a, const char* b = nullptr) {
   const auto& v = b ? j.at(a).at(b) : j.at(a);
@@ -81,108 +56,18 @@ int cmd_run(const RunArgs& a) {
   }
   if (!check_privileges("run")) return 1;
   const fs::path out = fs::absolute(a.out ? fs::path(*a.out) : fs::path("runs") / (scenario.name + "-" + timestamp()));
-  const auto& lab_name = topo.name;
+  LabUse lab;
+  if (const int rc = acquire_lab(scenario, topo, a.backend, lab); rc != 0) return rc;
 
-  bool brought_up = false;
-  if (!lab_running(lab_name)) {
-    fmt::print("lab {} is not up: bringing it up from {}\n", lab_name, scenario.topology_path.string());
-    UpArgs up;
-    up.file = scenario.topology_path.string();
-    up.backend = a.backend;
-    if (const int rc = cmd_up(up); rc != 0) return rc;
-    brought_up = true;
-  } else {
-    // A lab of that name built from another topology would run the scenario on the wrong DCs.
-    const auto state = lab::read_state(lab_name);
-    const auto running = core::parse_topology(state->topology, state->topology_file, fs::path(state->topology_file).parent_path());
-    if (!core::same_dcs(running, topo)) {
-      fmt::print(stderr,
-                 "wanlab: lab {} is up with other DCs or nodes ({}) than the scenario's topology {}; take it down "
-                 "(wanlab down {}) or use a scenario for it\n",
-                 lab_name, state->topology_file, scenario.topology_path.string(), lab_name);
-      return 1;
-    }
-    fmt::print("using lab {} (already up)\n", lab_name);
-  }
-  auto take_down = [&] {
-    if (brought_up && !a.keep_lab) cmd_down(lab_name);
-  };
-
-  nlohmann::json body = {{"scenario", fs::absolute(a.scenario).string()}, {"out", out.string()}};
-  if (a.connections) body["connections"] = *a.connections;
-  api::Response r;
-  try {
-    r = api::call(lab::socket_path(lab_name), "POST", "/v1/runs", body.dump());
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "wanlab: the controller of lab {} did not answer: {}\n", lab_name, e.what());
-    take_down();
-    return 1;
-  }
-  if (r.status >= 400) {
-    fmt::print(stderr, "wanlab: {}\n", r.body.at("error").value("message", r.body.dump()));
-    take_down();
-    return r.status == 400 ? 2 : 1;
-  }
-  const auto id = r.body.at("run").get<std::string>();
-  fmt::print("run {}: scenario {} on lab {}: {} GPUs on {} nodes, {} iterations ({} warm-up), results in {}\n", id,
-             scenario.name, lab_name, r.body.value("workers", 0), r.body.value("nodes", 0), scenario.iterations,
-             scenario.warmup, out.string());
-
-  std::signal(SIGINT, [](int) { g_interrupted = 1; });
-  std::signal(SIGTERM, [](int) { g_interrupted = 1; });
-  std::string last_line;
-  int rc = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    if (g_interrupted) {
-      fmt::print(stderr, "interrupted: aborting run {}\n", id);
-      try {
-        api::call(lab::socket_path(lab_name), "DELETE", "/v1/runs/" + id, {}, std::chrono::seconds(10));
-      } catch (const std::exception&) {
-      }
-      rc = 130;
-      break;
-    }
-    nlohmann::json st;
-    try {
-      const auto s = api::call(lab::socket_path(lab_name), "GET", "/v1/runs/" + id, {}, std::chrono::seconds(10));
-      if (s.status != 200) throw std::runtime_error(s.body.dump());
-      st = s.body;
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "wanlab: lost the controller of lab {}: {}\n", lab_name, e.what());
-      rc = 1;
-      break;
-    }
-    const auto phase = st.value("phase", std::string{});
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const auto line = phase == "running"
-                          ? fmt::format("  {:6.1f} s  running: iteration {}/{} done", elapsed,
-                                        st.value("iterations_done", 0), scenario.iterations)
-                          : fmt::format("  {:6.1f} s  {}", elapsed, phase);
-    if (!a.quiet && line.substr(10) != (last_line.size() > 10 ? last_line.substr(10) : "")) {
-      fmt::print("{}\n", line);
-      std::fflush(stdout);
-      last_line = line;
-    }
-    if (phase == "done") {
-      std::ifstream f(out / "summary.json");
-      try {
-        print_summary(nlohmann::json::parse(f), out);
-      } catch (const std::exception& e) {
-        fmt::print(stderr, "wanlab: run done, but {}/summary.json is unreadable: {}\n", out.string(), e.what());
-        rc = 1;
-      }
-      break;
-    }
-    if (phase == "failed") {
-      fmt::print(stderr, "wanlab: run {} failed: {}\n", id, st.value("error", std::string{"?"}));
-      rc = 1;
-      break;
-    }
-  }
-  take_down();
-  return rc;
+  catch_interrupts();
+  RunRequest request{fs::absolute(a.scenario), out, a.connections, std::nullopt};
+  const auto outcome = run_on_lab(lab.name, request, scenario, a.quiet);
+  if (outcome.rc == 0)
+    print_summary(outcome.summary, out);
+  else if (outcome.rc != 130)
+    fmt::print(stderr, "wanlab: {}\n", outcome.error);
+  release_lab(lab, a.keep_lab);
+  return outcome.rc;
 }
 
 }  // namespace wanlab::cli

@@ -1,0 +1,24 @@
+#pragma once
+// `wanlab bench SCENARIO`: the same scenario under several bandwidth policies and numbers
+// of TCP connections (and the "DP across DCs" placement baseline), one run each on one
+// lab, side by side: OUT/bench.json, OUT/bench.md (also printed), one run folder per
+// variant, and plots in OUT/plots/ (bench_plots.hpp).
+#include <optional>
+#include <string>
+
+namespace wanlab::cli {
+
+struct BenchArgs {
+  std::string scenario;                    // or, with plots_only, the bench folder
+  std::optional<std::string> policies;     // "fair,atlas" by default
+  std::optional<std::string> connections;  // "1,<scenario's>" by default
+  bool no_placement_baseline = false;
+  std::optional<std::string> out;
+  std::string backend = "auto";
+  bool keep_lab = false;
+  bool quiet = false;
+  bool plots_only = false;
+};
+int cmd_bench(const BenchArgs& a);
+
+}  // namespace wanlab::cli

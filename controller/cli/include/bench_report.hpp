@@ -1,0 +1,70 @@
+#pragma once
+// The pure part of `wanlab bench`: which variants a bench runs and what they are called,
+// the ratios against the baseline, and the markdown table of bench.json. No I/O.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace wanlab::cli::bench {
+
+/// Placements a variant runs with: the Atlas rule (a scenario without `placement`), the
+/// scenario's own `placement`, or the "DP across DCs" baseline
+/// (workload::dp_across_dcs_placement).
+inline constexpr const char* kAtlasRule = "atlas-rule";
+inline constexpr const char* kScenarioPlacement = "scenario";
+inline constexpr const char* kDpAcrossDcs = "dp-across-dcs";
+
+struct Variant {
+  std::string name;  // also its folder: "fair-k1", "atlas-k4", "fair-k4-dp-across-dcs"
+  std::string policy;
+  int connections = 1;
+  std::string placement = kAtlasRule;
+  bool operator==(const Variant&) const = default;
+};
+
+/// "fair,atlas" -> {"fair", "atlas"}: trimmed, empty items dropped, duplicates dropped
+/// (first kept). Throws std::invalid_argument for a name that could not name a folder
+/// ([a-z0-9][a-z0-9_-]*, at most 32 characters) or an empty list.
+std::vector<std::string> parse_policies(const std::string& text);
+
+/// "1,4" -> {1, 4}: sorted, duplicates dropped. Throws std::invalid_argument for anything
+/// but integers in 1..64, or an empty list.
+std::vector<int> parse_connections(const std::string& text);
+
+/// The default connections list: 1 and the scenario's, sorted, duplicates dropped.
+std::vector<int> default_connections(int scenario_connections);
+
+/// "POLICY-kCONNECTIONS", with "-dp-across-dcs" for that placement.
+std::string variant_name(const std::string& policy, int connections, const std::string& placement = kAtlasRule);
+
+/// Every policy x every connections value (placement `scenario_placement`: kAtlasRule or
+/// kScenarioPlacement), policies in the order given and connections ascending, then (if
+/// `placement_baseline`) "DP across DCs" with policy fair and the largest connections
+/// value. The baseline (fair, smallest connections value) comes first, and is added when
+/// the policies leave fair out.
+std::vector<Variant> expand_variants(const std::vector<std::string>& policies, const std::vector<int>& connections,
+                                     bool placement_baseline, const std::string& scenario_placement = kAtlasRule);
+
+/// The baseline's name for these connections: fair with the smallest value.
+std::string baseline_name(const std::vector<int>& connections);
+
+/// The number at a JSON pointer ("/iteration_time_s/mean") of a summary; nullopt when it
+/// is missing or not a number.
+std::optional<double> number(const nlohmann::json& j, const char* pointer);
+
+/// Mean WAN utilization over the directed links that carried payload (summary.json's
+/// "wan" entries with payload_bytes > 0); 0 when none did.
+double wan_utilization(const nlohmann::json& summary);
+
+/// {iteration_time_speedup: baseline mean / this mean, gpu_utilization, bubble_fraction,
+/// wan_utilization: this / baseline}, from two summary.json objects. A ratio whose
+/// denominator is 0 or missing is null (so all are null against an empty baseline).
+nlohmann::json ratios(const nlohmann::json& summary, const nlohmann::json& baseline);
+
+/// bench.md: a line on what was run, the table (one row per variant), the skipped
+/// variants with their reasons, and what the baseline, scale and backend are.
+std::string markdown(const nlohmann::json& bench);
+
+}  // namespace wanlab::cli::bench

@@ -1,0 +1,203 @@
+// bench: one scenario under several policies and numbers of connections, side by side.
+#include "bench_command.hpp"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench_plots.hpp"
+#include "bench_report.hpp"
+#include "commands.hpp"
+#include "run_support.hpp"
+#include "wanlab/core/diagnostics.hpp"
+#include "wanlab/core/topology.hpp"
+#include "wanlab/workload/baselines.hpp"
+#include "wanlab/workload/plan.hpp"
+#include "wanlab/workload/scenario.hpp"
+
+namespace wanlab::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A ConfigError's problems on one line each, without the "N problems found" header.
+std::string reasons(const core::ConfigError& e) {
+  std::string out;
+  for (const auto& d : e.diagnostics()) out += (out.empty() ? "" : "; ") + d.reason;
+  return out;
+}
+
+// OUT may be new, empty, or an earlier bench's folder (its variants' folders are redone).
+bool usable_out(const fs::path& out) {
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return true;
+  if (!fs::is_directory(out, ec)) return false;
+  return fs::is_empty(out, ec) || fs::exists(out / "bench.json", ec);
+}
+
+}  // namespace
+
+int cmd_bench(const BenchArgs& a) {
+  if (a.plots_only) return make_bench_plots(fs::path(a.scenario)) ? 0 : 1;
+
+  workload::Scenario scenario;
+  core::Topology topo;
+  std::vector<std::string> policies;
+  std::vector<int> connections;
+  try {
+    policies = bench::parse_policies(a.policies.value_or("fair,atlas"));
+    scenario = workload::load_scenario(a.scenario);
+    topo = core::load_topology(scenario.topology_path);
+    connections =
+        a.connections ? bench::parse_connections(*a.connections) : bench::default_connections(scenario.connections);
+    (void)workload::build_plan(scenario, topo);  // placement refusals, before anything is built
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+    return 2;
+  } catch (const core::ConfigError& e) {
+    fmt::print(stderr, "wanlab: {}\n", e.what());
+    return 2;
+  }
+
+  auto variants = bench::expand_variants(policies, connections, !a.no_placement_baseline,
+                                         scenario.placement.empty() ? bench::kAtlasRule : bench::kScenarioPlacement);
+  const auto baseline = bench::baseline_name(connections);
+  json skipped = json::array();
+  std::optional<workload::Scenario> dp_across;
+  for (auto it = variants.begin(); it != variants.end();) {
+    if (it->placement != bench::kDpAcrossDcs) {
+      ++it;
+      continue;
+    }
+    try {
+      dp_across = workload::dp_across_dcs_placement(scenario, topo);
+      (void)workload::build_plan(*dp_across, topo);
+      ++it;
+    } catch (const core::ConfigError& e) {
+      fmt::print("not running {}: lab {} cannot host it: {}\n", it->name, topo.name, reasons(e));
+      skipped.push_back(
+          {{"name", it->name}, {"reason", fmt::format("lab {} cannot host it: {}", topo.name, reasons(e))}});
+      it = variants.erase(it);
+    }
+  }
+
+  if (!check_privileges("bench")) return 1;
+  const fs::path out =
+      fs::absolute(a.out ? fs::path(*a.out) : fs::path("bench-results") / (scenario.name + "-" + timestamp()));
+  if (!usable_out(out)) {
+    fmt::print(stderr,
+               "wanlab: bench: {} exists and is not an earlier bench's folder (no bench.json); give an "
+               "empty or new --out\n",
+               out.string());
+    return 2;
+  }
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) {
+    fmt::print(stderr, "wanlab: bench: cannot create {}: {}\n", out.string(), ec.message());
+    return 1;
+  }
+  std::string names;
+  for (const auto& v : variants) names += (names.empty() ? "" : ", ") + v.name;
+  fmt::print("bench {}: {} variant{} ({}), baseline {}, results in {}\n", scenario.name, variants.size(),
+             variants.size() == 1 ? "" : "s", names, baseline, out.string());
+
+  LabUse lab;
+  if (const int rc = acquire_lab(scenario, topo, a.backend, lab); rc != 0) return rc;
+  catch_interrupts();
+
+  json done = json::array();
+  int rc = 0;
+  bool stop = false;
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    const auto& v = variants[i];
+    const auto tag = fmt::format("[{}/{}] {}", i + 1, variants.size(), v.name);
+    if (stop || interrupted()) {
+      skipped.push_back({{"name", v.name}, {"reason", interrupted() ? "interrupted" : "the controller was lost"}});
+      continue;
+    }
+    fmt::print("\n{}: policy {}, {} TCP connection{} per WAN peer, placement {}\n", tag, v.policy, v.connections,
+               v.connections == 1 ? "" : "s", v.placement);
+    std::fflush(stdout);
+    const fs::path folder = out / v.name;
+    fs::remove_all(folder, ec);  // an earlier bench's run of this variant
+    const workload::Scenario& scen = v.placement == bench::kDpAcrossDcs ? *dp_across : scenario;
+    RunRequest request{fs::absolute(a.scenario), folder, v.connections, v.policy};
+    if (v.placement == bench::kDpAcrossDcs) {
+      // The modified scenario runs from the variant's folder; its topology path is absolute.
+      request.scenario = folder / "bench-scenario.json";
+      try {
+        fs::create_directories(folder);
+        write_text_file(request.scenario, workload::to_json(scen).dump(2) + "\n");
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+        skipped.push_back({{"name", v.name}, {"reason", e.what()}});
+        rc = 1;
+        continue;
+      }
+    }
+    const auto outcome = run_on_lab(lab.name, request, scen, a.quiet);
+    if (outcome.rc == 0) {
+      const auto& s = outcome.summary;
+      const auto num = [&](const char* pointer) { return bench::number(s, pointer).value_or(0.0); };
+      fmt::print(
+          "{}: iteration time {:.3f} s (p99 {:.3f} s), GPU utilization {:.1f} %, bubble {:.1f} %, WAN "
+          "utilization {:.1f} %\n",
+          tag, num("/iteration_time_s/mean"), num("/iteration_time_s/p99"), 100 * num("/gpu_utilization/mean"),
+          100 * num("/bubble_fraction"), 100 * bench::wan_utilization(s));
+      done.push_back({{"name", v.name},
+                      {"policy", v.policy},
+                      {"connections", v.connections},
+                      {"placement", v.placement},
+                      {"folder", v.name},
+                      {"summary", s}});
+      continue;
+    }
+    if (outcome.rc == 130) {
+      skipped.push_back({{"name", v.name}, {"reason", "interrupted"}});
+      rc = 130;
+      continue;
+    }
+    fmt::print(stderr, "{}: not run: {}\n", tag, outcome.error);
+    skipped.push_back({{"name", v.name}, {"reason", outcome.error}});
+    rc = 1;
+    stop = !lab_running(lab.name);  // nothing more can run without the controller
+  }
+
+  // Ratios against the baseline, when it ran.
+  const json* base = nullptr;
+  for (const auto& d : done)
+    if (d.at("name") == baseline) base = &d.at("summary");
+  for (auto& d : done) d["ratios"] = bench::ratios(d.at("summary"), base ? *base : json::object());
+  std::string backend = a.backend;
+  if (!done.empty()) backend = done.front().at("summary").value("backend", backend);
+  const json result = {
+      {"scenario", scenario.name}, {"scenario_file", fs::absolute(a.scenario).lexically_normal().string()},
+      {"lab", topo.name},          {"topology", scenario.topology_path.string()},
+      {"backend", backend},        {"scale", scenario.scale},
+      {"created_at", timestamp()}, {"baseline", baseline},
+      {"policies", policies},      {"connections", connections},
+      {"variants", done},          {"skipped", skipped}};
+  const auto md = bench::markdown(result);
+  try {
+    write_text_file(out / "bench.json", result.dump(2) + "\n");
+    write_text_file(out / "bench.md", md);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+    rc = 1;
+  }
+  fmt::print("\n{}\nresults: {}/bench.json, bench.md, one run folder per variant\n", md, out.string());
+  std::fflush(stdout);
+  release_lab(lab, a.keep_lab);
+
+  if (rc == 130) {
+    fmt::print("interrupted: no plots (wanlab bench --plots-only {} draws them)\n", out.string());
+    return rc;
+  }
+  if (!done.empty() && !make_bench_plots(out)) rc = 1;
+  return rc;
+}
+
+}  // namespace wanlab::cli

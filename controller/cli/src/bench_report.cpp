@@ -1,0 +1,199 @@
+// The pure part of `wanlab bench`: variants, ratios, the markdown table.
+#include "bench_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace wanlab::cli::bench {
+namespace {
+
+using nlohmann::json;
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  for (;;) {
+    const auto comma = text.find(',', pos);
+    auto item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const auto b = item.find_first_not_of(" \t");
+    const auto e = item.find_last_not_of(" \t");
+    item = b == std::string::npos ? "" : item.substr(b, e - b + 1);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) return out;
+    pos = comma + 1;
+  }
+}
+
+bool valid_policy_name(const std::string& s) {
+  if (s.empty() || s.size() > 32) return false;
+  const auto ok = [](char c, bool first) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (!first && (c == '-' || c == '_'));
+  };
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if (!ok(s[i], i == 0)) return false;
+  return true;
+}
+
+json ratio(std::optional<double> num, std::optional<double> den) {
+  if (!num || !den || *den == 0 || !std::isfinite(*num / *den)) return nullptr;
+  return *num / *den;
+}
+
+std::string fixed(const json& v, const char* format, double factor = 1) {
+  if (!v.is_number()) return "n/a";
+  return fmt::format(fmt::runtime(format), v.get<double>() * factor);
+}
+
+}  // namespace
+
+std::optional<double> number(const json& j, const char* pointer) {
+  const json::json_pointer p(pointer);
+  if (!j.is_object() || !j.contains(p) || !j.at(p).is_number()) return std::nullopt;
+  return j.at(p).get<double>();
+}
+
+std::vector<std::string> parse_policies(const std::string& text) {
+  std::vector<std::string> out;
+  for (const auto& p : split(text)) {
+    if (!valid_policy_name(p))
+      throw std::invalid_argument(fmt::format(
+          "policy \"{}\": a policy name is lower-case letters, digits, '-' and '_' (at most 32 characters)", p));
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  }
+  if (out.empty()) throw std::invalid_argument("no policy given");
+  return out;
+}
+
+std::vector<int> parse_connections(const std::string& text) {
+  std::vector<int> out;
+  for (const auto& item : split(text)) {
+    std::size_t used = 0;
+    int k = 0;
+    try {
+      k = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || k < 1 || k > 64)
+      throw std::invalid_argument(fmt::format("connections \"{}\": expected integers in 1..64", item));
+    out.push_back(k);
+  }
+  if (out.empty()) throw std::invalid_argument("no connections value given");
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int> default_connections(int scenario_connections) {
+  if (scenario_connections <= 1) return {1};
+  return {1, scenario_connections};
+}
+
+std::string variant_name(const std::string& policy, int connections, const std::string& placement) {
+  auto name = fmt::format("{}-k{}", policy, connections);
+  if (placement == kDpAcrossDcs) name += std::string("-") + kDpAcrossDcs;
+  return name;
+}
+
+std::string baseline_name(const std::vector<int>& connections) {
+  return variant_name("fair", connections.empty() ? 1 : *std::min_element(connections.begin(), connections.end()));
+}
+
+std::vector<Variant> expand_variants(const std::vector<std::string>& policies, const std::vector<int>& connections_in,
+                                     bool placement_baseline, const std::string& scenario_placement) {
+  auto connections = connections_in;
+  std::sort(connections.begin(), connections.end());
+  connections.erase(std::unique(connections.begin(), connections.end()), connections.end());
+  if (connections.empty()) connections = {1};
+  std::vector<Variant> out;
+  const auto add = [&](const std::string& policy, int k, const std::string& placement) {
+    Variant v{variant_name(policy, k, placement), policy, k, placement};
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(std::move(v));
+  };
+  add("fair", connections.front(), scenario_placement);  // the baseline
+  for (const auto& p : policies)
+    for (int k : connections) add(p, k, scenario_placement);
+  if (placement_baseline) add("fair", connections.back(), kDpAcrossDcs);
+  return out;
+}
+
+double wan_utilization(const json& summary) {
+  double sum = 0;
+  int n = 0;
+  if (summary.is_object() && summary.contains("wan") && summary.at("wan").is_array())
+    for (const auto& w : summary.at("wan")) {
+      if (w.value("payload_bytes", 0.0) <= 0) continue;
+      sum += w.value("utilization", 0.0);
+      ++n;
+    }
+  return n == 0 ? 0.0 : sum / n;
+}
+
+json ratios(const json& summary, const json& baseline) {
+  return {
+      {"iteration_time_speedup",
+       ratio(number(baseline, "/iteration_time_s/mean"), number(summary, "/iteration_time_s/mean"))},
+      {"gpu_utilization", ratio(number(summary, "/gpu_utilization/mean"), number(baseline, "/gpu_utilization/mean"))},
+      {"bubble_fraction", ratio(number(summary, "/bubble_fraction"), number(baseline, "/bubble_fraction"))},
+      {"wan_utilization", ratio(wan_utilization(summary), wan_utilization(baseline))}};
+}
+
+std::string markdown(const json& bench) {
+  const auto baseline = bench.value("baseline", std::string{});
+  const double scale = bench.value("scale", 1.0);
+  const auto backend = bench.value("backend", std::string{"?"});
+  std::string md = fmt::format("# wanlab bench: {}\n\n", bench.value("scenario", std::string{"?"}));
+  md += fmt::format("Scenario `{}` on lab `{}`, {} backend, scale {}.\n\n", bench.value("scenario", std::string{"?"}),
+                    bench.value("lab", std::string{"?"}), backend, scale);
+  md +=
+      "| variant | policy | connections | placement | iteration time mean (s) | p99 (s) | speedup vs baseline | "
+      "GPU utilization (%) | bubble (%) | WAN utilization (%) |\n";
+  md += "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  bool baseline_ran = false;
+  for (const auto& v : bench.value("variants", json::array())) {
+    const auto name = v.value("name", std::string{"?"});
+    baseline_ran |= name == baseline;
+    const auto& s = v.contains("summary") ? v.at("summary") : json::object();
+    const auto at = [&](const char* pointer) {
+      const json::json_pointer p(pointer);
+      return s.contains(p) ? s.at(p) : json();
+    };
+    const auto speedup = v.contains("ratios") ? v.at("ratios").value("iteration_time_speedup", json()) : json();
+    md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", name,
+                      name == baseline ? " (baseline)" : "", v.value("policy", std::string{"?"}),
+                      v.value("connections", 0), v.value("placement", std::string{"?"}),
+                      fixed(at("/iteration_time_s/mean"), "{:.3f}"), fixed(at("/iteration_time_s/p99"), "{:.3f}"),
+                      speedup.is_number() ? fmt::format("{:.2f}x", speedup.get<double>()) : "n/a",
+                      fixed(at("/gpu_utilization/mean"), "{:.1f}", 100), fixed(at("/bubble_fraction"), "{:.1f}", 100),
+                      fmt::format("{:.1f}", 100 * wan_utilization(s)));
+  }
+  const auto skipped = bench.value("skipped", json::array());
+  if (!skipped.empty()) {
+    md += "\nNot run:\n\n";
+    for (const auto& s : skipped)
+      md += fmt::format("- `{}`: {}\n", s.value("name", std::string{"?"}), s.value("reason", std::string{"?"}));
+  }
+  md += fmt::format(
+      "\nBaseline: `{}`{}: policy fair (TCP sharing) with the smallest number of TCP connections per WAN peer, as a "
+      "stock framework runs (one connection). Speedup is the baseline's mean iteration time over the variant's; "
+      "iteration times are means (and p99) over the iterations after warm-up; WAN utilization is the mean over the "
+      "directed links that carried payload. Placement: `atlas-rule` puts each stage's DP replicas in one DC "
+      "(pipeline stages across DCs), `dp-across-dcs` keeps each replica's pipeline in one DC and spreads the "
+      "replicas over the DCs (the all-reduce crosses the WAN), `scenario` is the scenario's own placement.\n",
+      baseline, baseline_ran ? "" : " (did not run: no ratios)");
+  md += fmt::format(
+      "\nScale {}{}. Backend: {}.\n", scale,
+      scale != 1 ? fmt::format(": bytes and WAN link rates are multiplied by {}, so timings are those of the full-size "
+                               "run, but TCP dynamics (congestion windows, slow start, loss recovery) do not scale "
+                               "exactly",
+                               scale)
+                 : "",
+      backend);
+  return md;
+}
+
+}  // namespace wanlab::cli::bench

@@ -1,0 +1,164 @@
+// What `run` and `bench` share: the lab, starting a run, following it.
+#include "run_support.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "wanlab/api/server.hpp"
+#include "wanlab/lab/state.hpp"
+
+namespace wanlab::cli {
+namespace {
+
+namespace fs = std::filesystem;
+volatile std::sig_atomic_t g_interrupted = 0;
+
+}  // namespace
+
+bool lab_running(const std::string& name) {
+  if (!lab::read_state(name)) return false;
+  try {
+    return api::call(lab::socket_path(name), "GET", "/v1/status", {}, std::chrono::seconds(5)).status == 200;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+void write_text_file(const fs::path& file, const std::string& text) {
+  std::ofstream f(file, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
+}
+
+std::string timestamp() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+int acquire_lab(const workload::Scenario& scenario, const core::Topology& topo, const std::string& backend,
+                LabUse& lab) {
+  lab = LabUse{topo.name, false};
+  if (!lab_running(topo.name)) {
+    fmt::print("lab {} is not up: bringing it up from {}\n", topo.name, scenario.topology_path.string());
+    UpArgs up;
+    up.file = scenario.topology_path.string();
+    up.backend = backend;
+    if (const int rc = cmd_up(up); rc != 0) return rc;
+    lab.brought_up = true;
+    return 0;
+  }
+  // A lab of that name built from another topology would run the scenario on the wrong DCs.
+  const auto state = lab::read_state(topo.name);
+  const auto running =
+      core::parse_topology(state->topology, state->topology_file, fs::path(state->topology_file).parent_path());
+  if (!core::same_dcs(running, topo)) {
+    fmt::print(stderr,
+               "wanlab: lab {} is up with other DCs or nodes ({}) than the scenario's topology {}; take it down "
+               "(wanlab down {}) or use a scenario for it\n",
+               topo.name, state->topology_file, scenario.topology_path.string(), topo.name);
+    return 1;
+  }
+  fmt::print("using lab {} (already up)\n", topo.name);
+  return 0;
+}
+
+void release_lab(const LabUse& lab, bool keep) {
+  if (lab.brought_up && !keep) cmd_down(lab.name);
+}
+
+void catch_interrupts() {
+  std::signal(SIGINT, [](int) { g_interrupted = 1; });
+  std::signal(SIGTERM, [](int) { g_interrupted = 1; });
+}
+
+bool interrupted() {
+  return g_interrupted != 0;
+}
+
+RunOutcome run_on_lab(const std::string& lab_name, const RunRequest& request, const workload::Scenario& scenario,
+                      bool quiet) {
+  RunOutcome o;
+  nlohmann::json body = {{"scenario", request.scenario.string()}, {"out", request.out.string()}};
+  if (request.connections) body["connections"] = *request.connections;
+  if (request.policy) body["policy"] = *request.policy;
+  api::Response r;
+  try {
+    r = api::call(lab::socket_path(lab_name), "POST", "/v1/runs", body.dump());
+  } catch (const std::exception& e) {
+    o.error = fmt::format("the controller of lab {} did not answer: {}", lab_name, e.what());
+    return o;
+  }
+  if (r.status >= 400) {
+    o.error = r.body.at("error").value("message", r.body.dump());
+    o.rc = r.status == 400 ? 2 : 1;
+    return o;
+  }
+  o.id = r.body.at("run").get<std::string>();
+  fmt::print("run {}: scenario {} on lab {}: {} GPUs on {} nodes, {} iterations ({} warm-up), results in {}\n", o.id,
+             scenario.name, lab_name, r.body.value("workers", 0), r.body.value("nodes", 0), scenario.iterations,
+             scenario.warmup, request.out.string());
+  std::fflush(stdout);
+
+  std::string last_line;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    if (interrupted()) {
+      fmt::print(stderr, "interrupted: aborting run {}\n", o.id);
+      try {
+        api::call(lab::socket_path(lab_name), "DELETE", "/v1/runs/" + o.id, {}, std::chrono::seconds(10));
+      } catch (const std::exception&) {
+      }
+      o.rc = 130;
+      o.error = "interrupted";
+      return o;
+    }
+    nlohmann::json st;
+    try {
+      const auto s = api::call(lab::socket_path(lab_name), "GET", "/v1/runs/" + o.id, {}, std::chrono::seconds(10));
+      if (s.status != 200) throw std::runtime_error(s.body.dump());
+      st = s.body;
+    } catch (const std::exception& e) {
+      o.error = fmt::format("lost the controller of lab {}: {}", lab_name, e.what());
+      return o;
+    }
+    const auto phase = st.value("phase", std::string{});
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto line = phase == "running" ? fmt::format("  {:6.1f} s  running: iteration {}/{} done", elapsed,
+                                                       st.value("iterations_done", 0), scenario.iterations)
+                                         : fmt::format("  {:6.1f} s  {}", elapsed, phase);
+    if (!quiet && line.substr(10) != (last_line.size() > 10 ? last_line.substr(10) : "")) {
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+      last_line = line;
+    }
+    if (phase == "done") {
+      std::ifstream f(request.out / "summary.json");
+      try {
+        o.summary = nlohmann::json::parse(f);
+        o.rc = 0;
+      } catch (const std::exception& e) {
+        o.error = fmt::format("run done, but {}/summary.json is unreadable: {}", request.out.string(), e.what());
+      }
+      return o;
+    }
+    if (phase == "failed") {
+      o.error = fmt::format("run {} failed: {}", o.id, st.value("error", std::string{"?"}));
+      return o;
+    }
+  }
+}
+
+}  // namespace wanlab::cli

@@ -1,0 +1,82 @@
+// `wanlab bench` end to end: the shipped two-DC scenario (on a private copy of its lab)
+// under policy fair with 1 and 2 connections plus the "DP across DCs" baseline: bench.json
+// with finite ratios, bench.md, a run folder per variant and the SVG plots.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "process.hpp"
+#include "temp_dir.hpp"
+
+using namespace wanlab;
+using test::run;
+namespace fs = std::filesystem;
+
+TEST_CASE("bench: two-dc-1b under fair with 1 and 2 connections and the DP-across-DCs baseline", "[bench]") {
+  test::TempDir dir("bench");
+  const fs::path src = WANLAB_SOURCE_DIR;
+  // The shipped lab and scenario, the lab renamed so that a two-dc lab left up elsewhere is
+  // neither used nor taken down.
+  auto topo = nlohmann::json::parse(std::ifstream(src / "topologies/two-dc.json"));
+  topo["name"] = "wlbench";
+  const auto topo_file = dir.write("wlbench.json", topo.dump(2));
+  auto scen = nlohmann::json::parse(std::ifstream(src / "bench/scenarios/two-dc-1b.json"));
+  scen["topology"] = topo_file.string();
+  const auto scen_file = dir.write("two-dc-1b.json", scen.dump(2));
+  const auto out = dir.path() / "x";
+
+  run(test::wanlab() + " down wlbench");
+  const auto r = run(test::wanlab() + " bench " + scen_file.string() + " --policies fair --connections 1,2 --out " +
+                     out.string() + " --quiet");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(run(test::wanlab() + " status wlbench").code != 0);  // brought up for the bench, down again
+
+  for (const char* f : {"bench.json", "bench.md", "plots/timelines.svg", "plots/windows.svg", "plots/timelines.gp",
+                        "plots/windows.gp"}) {
+    INFO(f);
+    REQUIRE(fs::exists(out / f));
+    CHECK(fs::file_size(out / f) > 100);
+  }
+  const auto bench = nlohmann::json::parse(std::ifstream(out / "bench.json"));
+  CHECK(bench.at("baseline") == "fair-k1");
+  CHECK(bench.at("scale") == 0.05);
+  CHECK(bench.at("backend").get<std::string>().size() > 0);
+  CHECK(bench.at("skipped").empty());
+  std::vector<std::string> names;
+  for (const auto& v : bench.at("variants")) {
+    const auto name = v.at("name").get<std::string>();
+    names.push_back(name);
+    INFO(name);
+    for (const char* f : {"summary.json", "timeline.json", "links.csv", "scenario.json"})
+      CHECK(fs::exists(out / v.at("folder").get<std::string>() / f));
+    CHECK(v.at("summary").at("iteration_time_s").at("mean").get<double>() > 0);
+    REQUIRE(v.at("ratios").size() == 4);
+    for (const auto& [k, x] : v.at("ratios").items()) {
+      INFO(k << " = " << x.dump());
+      REQUIRE(x.is_number());
+      CHECK(std::isfinite(x.get<double>()));
+      CHECK(x.get<double>() > 0);
+    }
+  }
+  CHECK(names == std::vector<std::string>{"fair-k1", "fair-k2", "fair-k2-dp-across-dcs"});
+  // The baseline against itself, and the placement override in the baseline's run.
+  CHECK(bench.at("variants")[0].at("ratios").at("iteration_time_speedup").get<double>() == 1.0);
+  const auto dp = nlohmann::json::parse(std::ifstream(out / "fair-k2-dp-across-dcs" / "scenario.json"));
+  CHECK(dp.at("placement") == nlohmann::json::parse(R"([["use","use","euw","euw"],["use","use","euw","euw"]])"));
+
+  std::ifstream md_file(out / "bench.md");
+  const std::string md((std::istreambuf_iterator<char>(md_file)), std::istreambuf_iterator<char>());
+  for (const auto& n : names) CHECK(md.find("| " + n) != std::string::npos);
+  CHECK(r.out.find("| fair-k1 (baseline) |") != std::string::npos);  // the table on stdout too
+
+  // The plots again from the folder alone.
+  fs::remove(out / "plots/timelines.svg");
+  const auto p = run(test::wanlab() + " bench --plots-only " + out.string());
+  INFO(p.out);
+  CHECK(p.code == 0);
+  CHECK(fs::exists(out / "plots/timelines.svg"));
+}

@@ -1,0 +1,208 @@
+// `wanlab bench`'s pure parts: variant lists and names, ratios against the baseline, the
+// markdown table of a bench.json, and the "DP across DCs" placement baseline.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include "bench_report.hpp"
+#include "test_workload_fixtures.hpp"
+#include "wanlab/workload/baselines.hpp"
+#include "wanlab/workload/plan.hpp"
+
+using namespace wanlab;
+using namespace wanlab::cli::bench;
+using namespace wanlab::workload::testing;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+std::vector<std::string> names(const std::vector<Variant>& vs) {
+  std::vector<std::string> out;
+  for (const auto& v : vs) out.push_back(v.name);
+  return out;
+}
+
+json summary(double mean, double p99, double gpu, double bubble, std::vector<std::pair<double, double>> wan) {
+  json w = json::array();
+  for (const auto& [payload, util] : wan)
+    w.push_back({{"src", "use"}, {"dst", "euw"}, {"payload_bytes", payload}, {"utilization", util}});
+  return {{"iteration_time_s", {{"mean", mean}, {"p50", mean}, {"p99", p99}}},
+          {"gpu_utilization", {{"mean", gpu}, {"per_gpu", {gpu}}}},
+          {"bubble_fraction", bubble},
+          {"wan", w}};
+}
+
+std::string refusal(const workload::Scenario& s, const core::Topology& topo) {
+  try {
+    workload::dp_across_dcs_placement(s, topo);
+  } catch (const core::ConfigError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(e.diagnostics()[0].path == "/placement");
+    return e.diagnostics()[0].reason;
+  }
+  FAIL("expected a ConfigError");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("bench: policy and connections lists", "[unit][bench]") {
+  CHECK(parse_policies("fair,atlas") == std::vector<std::string>{"fair", "atlas"});
+  CHECK(parse_policies(" fair , atlas,fair,,priority ") == std::vector<std::string>{"fair", "atlas", "priority"});
+  CHECK_THROWS_WITH(parse_policies("Fair"), Contains("policy \"Fair\""));
+  CHECK_THROWS_WITH(parse_policies("../x"), Contains("lower-case"));
+  CHECK_THROWS_AS(parse_policies(""), std::invalid_argument);
+
+  CHECK(parse_connections("4,1,4") == std::vector<int>{1, 4});
+  CHECK(parse_connections("8") == std::vector<int>{8});
+  for (const char* bad : {"0", "65", "x", "1.5", "2,-1", ""}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_connections(bad), std::invalid_argument);
+  }
+  CHECK(default_connections(4) == std::vector<int>{1, 4});
+  CHECK(default_connections(1) == std::vector<int>{1});
+}
+
+TEST_CASE("bench: variants are every policy x every connections value, plus the placement baseline", "[unit][bench]") {
+  const auto vs = expand_variants({"fair", "atlas"}, {1, 4}, true);
+  CHECK(names(vs) == std::vector<std::string>{"fair-k1", "fair-k4", "atlas-k1", "atlas-k4", "fair-k4-dp-across-dcs"});
+  CHECK(vs[2] == Variant{"atlas-k1", "atlas", 1, kAtlasRule});
+  CHECK(vs.back() == Variant{"fair-k4-dp-across-dcs", "fair", 4, kDpAcrossDcs});
+  CHECK(baseline_name({1, 4}) == "fair-k1");
+
+  // The baseline comes first, and runs even when the policies leave fair out.
+  const auto atlas = expand_variants({"atlas"}, {4, 2}, false, kScenarioPlacement);
+  CHECK(names(atlas) == std::vector<std::string>{"fair-k2", "atlas-k2", "atlas-k4"});
+  CHECK(atlas.front().placement == kScenarioPlacement);
+  CHECK(baseline_name({4, 2}) == "fair-k2");
+  CHECK(names(expand_variants({"priority", "fair"}, {1}, true)) ==
+        std::vector<std::string>{"fair-k1", "priority-k1", "fair-k1-dp-across-dcs"});
+  CHECK(variant_name("atlas", 16) == "atlas-k16");
+}
+
+TEST_CASE("bench: ratios against the baseline", "[unit][bench]") {
+  const auto base = summary(4.0, 4.5, 0.1, 0.9, {{1e6, 0.25}});
+  // The link that carried no payload (ACKs only) is left out of the WAN mean.
+  const auto fast = summary(2.0, 2.2, 0.2, 0.8, {{1e6, 0.4}, {2e6, 0.6}, {0, 0.01}});
+  CHECK(wan_utilization(fast) == Approx(0.5));
+  CHECK(wan_utilization(json::object()) == 0);
+  const auto r = ratios(fast, base);
+  CHECK(r.at("iteration_time_speedup").get<double>() == Approx(2.0));
+  CHECK(r.at("gpu_utilization").get<double>() == Approx(2.0));
+  CHECK(r.at("bubble_fraction").get<double>() == Approx(0.8 / 0.9));
+  CHECK(r.at("wan_utilization").get<double>() == Approx(2.0));
+  const auto self = ratios(base, base);
+  for (const auto& [k, v] : self.items()) CHECK(v.get<double>() == Approx(1.0));
+  // Nothing to divide by: null, never inf or nan.
+  const auto zero = summary(0, 0, 0, 0, {});
+  const auto over_zero = ratios(fast, zero);
+  CHECK(over_zero.at("iteration_time_speedup").get<double>() == 0);
+  for (const char* k : {"gpu_utilization", "bubble_fraction", "wan_utilization"}) {
+    INFO(k);
+    CHECK(over_zero.at(k).is_null());
+  }
+  CHECK(ratios(zero, base).at("iteration_time_speedup").is_null());
+  CHECK(ratios(json::object(), base).at("iteration_time_speedup").is_null());
+}
+
+TEST_CASE("bench: the markdown table of a bench.json", "[unit][bench]") {
+  const auto base = summary(4.0, 4.5, 0.1, 0.9, {{1e6, 0.25}});
+  const auto fast = summary(2.0, 2.2, 0.2, 0.8, {{1e6, 0.4}, {2e6, 0.6}});
+  const json bench = {{"scenario", "two-dc-1b"},
+                      {"lab", "two-dc"},
+                      {"topology", "/x/topologies/two-dc.json"},
+                      {"backend", "userspace"},
+                      {"scale", 0.05},
+                      {"baseline", "fair-k1"},
+                      {"variants",
+                       {{{"name", "fair-k1"},
+                         {"policy", "fair"},
+                         {"connections", 1},
+                         {"placement", "atlas-rule"},
+                         {"folder", "fair-k1"},
+                         {"summary", base},
+                         {"ratios", ratios(base, base)}},
+                        {{"name", "fair-k4"},
+                         {"policy", "fair"},
+                         {"connections", 4},
+                         {"placement", "atlas-rule"},
+                         {"folder", "fair-k4"},
+                         {"summary", fast},
+                         {"ratios", ratios(fast, base)}}}},
+                      {"skipped", {{{"name", "atlas-k1"}, {"reason", "policy: 'atlas' is not one of fair"}}}}};
+  const auto md = markdown(bench);
+  INFO(md);
+  CHECK_THAT(md, Contains("# wanlab bench: two-dc-1b\n"));
+  CHECK_THAT(md, Contains("| variant | policy | connections | placement | iteration time mean (s) | p99 (s) | speedup "
+                          "vs baseline | GPU utilization (%) | bubble (%) | WAN utilization (%) |\n"));
+  CHECK_THAT(md,
+             Contains("| fair-k1 (baseline) | fair | 1 | atlas-rule | 4.000 | 4.500 | 1.00x | 10.0 | 90.0 | 25.0 |\n"));
+  CHECK_THAT(md, Contains("| fair-k4 | fair | 4 | atlas-rule | 2.000 | 2.200 | 2.00x | 20.0 | 80.0 | 50.0 |\n"));
+  CHECK_THAT(md, Contains("- `atlas-k1`: policy: 'atlas' is not one of fair\n"));
+  CHECK_THAT(md, Contains("Baseline: `fair-k1`: policy fair"));
+  CHECK_THAT(md, Contains("Scale 0.05: bytes and WAN link rates are multiplied by 0.05"));
+  CHECK_THAT(md, Contains("TCP dynamics"));
+  CHECK_THAT(md, Contains("do not scale exactly"));
+  CHECK_THAT(md, Contains("Backend: userspace."));
+  // Exactly one table row per variant.
+  CHECK(std::count(md.begin(), md.end(), '\n') > 6);
+  std::size_t rows = 0;
+  for (std::size_t pos = 0; (pos = md.find("\n| fair-k", pos)) != std::string::npos; ++pos) ++rows;
+  CHECK(rows == 2);
+
+  // A baseline that did not run: no ratios, and the line says so.
+  auto no_base = bench;
+  no_base["variants"].erase(0);
+  no_base["variants"][0]["ratios"] = ratios(fast, json::object());
+  const auto md2 = markdown(no_base);
+  CHECK_THAT(md2, Contains("| fair-k4 | fair | 4 | atlas-rule | 2.000 | 2.200 | n/a | 20.0 | 80.0 | 50.0 |"));
+  CHECK_THAT(md2, Contains("did not run"));
+}
+
+TEST_CASE("DP across DCs: each replica's pipeline in one DC, the replicas spread over the DCs",
+          "[unit][bench][workload][placement]") {
+  const auto topo = shipped_topology("two-dc.json");  // 2 DCs x 2 nodes x 8 GPUs
+  auto s = scenario(2, 4, 4, 8);
+  const auto out = workload::dp_across_dcs_placement(s, topo);
+  using P = std::vector<std::vector<std::string>>;
+  // Runs of consecutive replicas per DC: the all-reduce ring crosses the WAN once each way.
+  CHECK(out.placement == P{{"use", "use", "euw", "euw"}, {"use", "use", "euw", "euw"}});
+  CHECK(s.placement.empty());  // the input is left alone
+  CHECK_THAT(out.description, Contains("DP across DCs"));
+  const auto plan = workload::build_plan(out, topo);
+  for (int stage = 0; stage < 2; ++stage) {
+    std::set<std::size_t> dcs;
+    for (const auto& w : plan.workers)
+      if (w.stage == stage) dcs.insert(w.dc);
+    CHECK(dcs.size() == 2);
+  }
+  // Pipelines stay inside a DC: only the all-reduce crosses the WAN, one ring step of
+  // 1/dp of the gradients each way per step (2 (dp - 1) steps), per TP rank and stage.
+  const auto atlas = workload::build_plan(s, topo);
+  CHECK(plan.wan_bytes_per_iteration.size() == 2);
+  CHECK(plan.wan_bytes_total() != atlas.wan_bytes_total());
+  for (const auto& w : plan.workers)
+    CHECK(w.dc == plan.workers[static_cast<std::size_t>(workload::worker_id({2, 4, 4}, 0, w.dp_rank, w.tp_rank))].dc);
+
+  // Three DCs of different sizes: the largest first, replicas dealt in turn.
+  const auto uneven = lab(json::array({{{"name", "a"}, {"nodes", 1}, {"gpus_per_node", 4}},
+                                       {{"name", "b"}, {"nodes", 2}, {"gpus_per_node", 4}},
+                                       {{"name", "c"}, {"nodes", 3}, {"gpus_per_node", 4}}}));
+  CHECK(workload::dp_across_dcs_placement(scenario(2, 4, 2, 4), uneven).placement ==
+        P{{"c", "c", "b", "a"}, {"c", "c", "b", "a"}});
+}
+
+TEST_CASE("DP across DCs: refused with the reason when the lab cannot host it", "[unit][bench][workload][placement]") {
+  // three-dc-7b's split: a whole pipeline is 3 x 8 GPUs, one per 32-GPU DC, not 4.
+  CHECK_THAT(refusal(scenario(3, 4, 8, 8), shipped_topology("three-dc.json")),
+             Contains("4 replicas of a whole pipeline (3 stages x tp 8 = 24 GPUs") &&
+                 Contains("room for 3 (use: 1, usw: 1, euw: 1)"));
+  CHECK_THAT(refusal(scenario(2, 1, 4, 8), shipped_topology("two-dc.json")), Contains("single replica"));
+  CHECK_THAT(refusal(scenario(2, 2, 2, 4), lab(json::array({{{"name", "a"}, {"nodes", 4}, {"gpus_per_node", 8}}}))),
+             Contains("single DC"));
+  CHECK_THAT(refusal(scenario(2, 2, 2, 4), lab(json::array({{{"name", "a"}, {"nodes", 4}, {"gpus_per_node", 8}},
+                                                            {{"name", "b"}, {"nodes", 1}, {"gpus_per_node", 2}}}))),
+             Contains("only one DC has room") && Contains("a: 8, b: 0"));
+}
