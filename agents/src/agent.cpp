@@ -261,6 +261,7 @@ void Agent::handle(const nlohmann::json& m) {
           send_(d);
         });
       }
+      r->data->set_congestion(a.value("tcp_congestion", std::string{}));
       r->data->listen(a.at("listen_port").get<std::uint16_t>(), local, expected_in);
 
       const auto compute = a.at("compute").get<std::string>();

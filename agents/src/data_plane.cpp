@@ -1,7 +1,12 @@
 #include "data_plane.hpp"
 
 #include <array>
+#include <cerrno>
 #include <cstring>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <deque>
 
 #include <boost/asio/buffer.hpp>
@@ -110,6 +115,7 @@ void DataPlane::accept_next() {
       return;
     }
     c->socket.set_option(tcp::no_delay(true));
+    set_congestion(*c);
     boost::system::error_code ignored;
     auto remote = c->socket.remote_endpoint(ignored);
     c->peer = remote.address().to_string();
@@ -191,6 +197,13 @@ void DataPlane::read_payload(std::shared_ptr<Conn> c) {
   });
 }
 
+void DataPlane::set_congestion(Conn& c) {
+  if (congestion_.empty()) return;
+  if (::setsockopt(c.socket.native_handle(), IPPROTO_TCP, TCP_CONGESTION, congestion_.data(),
+                   static_cast<socklen_t>(congestion_.size())) != 0)
+    throw std::runtime_error(fmt::format("TCP congestion control \"{}\": {}", congestion_, std::strerror(errno)));
+}
+
 void DataPlane::delivered(int src, int dst, std::uint64_t tag, std::uint64_t bytes) {
   std::uint64_t total = 0;
   {
@@ -237,6 +250,7 @@ void DataPlane::connect(const std::vector<OutgoingPair>& pairs, const std::map<i
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
       c->socket.set_option(tcp::no_delay(true));
+      set_congestion(*c);
       std::array<unsigned char, 16> hello{};
       put32(hello.data(), kHelloMagic);
       put32(hello.data() + 4, static_cast<std::uint32_t>(p.src));

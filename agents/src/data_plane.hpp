@@ -75,6 +75,9 @@ class DataPlane {
                std::chrono::steady_clock::time_point deadline);
   /// Set before listen().
   void set_on_delivered(OnDelivered f) { on_delivered_ = std::move(f); }
+  /// The TCP congestion control of every data connection (TCP_CONGESTION, e.g. "cubic");
+  /// empty: the node's default. Set before listen().
+  void set_congestion(std::string name) { congestion_ = std::move(name); }
   /// Blocks until every expected incoming connection has said hello (or the deadline).
   void wait_incoming(std::chrono::steady_clock::time_point deadline);
 
@@ -107,6 +110,8 @@ class DataPlane {
   int expected_incoming_ = 0;
   std::atomic<bool> aborted_{false};
   OnDelivered on_delivered_;
+  std::string congestion_;
+  void set_congestion(Conn& c);
 
   mutable std::mutex mutex_;  // inbox_, incoming count, error_
   std::condition_variable cv_;

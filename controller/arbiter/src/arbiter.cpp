@@ -163,7 +163,7 @@ void Arbiter::grant(Link& l, Transfer& t, Nanos now) {
   const Nanos len = window_length(l, t.spec.bytes > t.progress ? t.spec.bytes - t.progress : 0);
   t.planned_end = len == kNever ? kNever : now + len;
   t.first_planned_end = t.planned_end;
-  if (policy_->exclusive()) l.owner = t.id;
+  if (policy_->exclusive()) l.owners.push_back(t.id);
   events_.push_back({Event::Kind::grant, t.id, t.spec.link, now});
 }
 
@@ -179,7 +179,7 @@ void Arbiter::end_window(Link& l, Transfer& t, Nanos now, bool revoked) {
     t.drained = now;
     events_.push_back({Event::Kind::close, t.id, t.spec.link, now});
   }
-  if (l.owner == t.id) l.owner.reset();
+  std::erase(l.owners, t.id);
 }
 
 std::vector<TransferId>::const_iterator Arbiter::best_waiting(const Link& l) const {
@@ -194,12 +194,26 @@ std::vector<TransferId>::const_iterator Arbiter::best_waiting(const Link& l) con
   });
 }
 
+double Arbiter::demand(const Link& l, const Transfer& t) const {
+  if (l.rtt <= 0) return l.rate_bps;
+  return std::min(l.rate_bps, static_cast<double>(t.spec.bytes) * 8e9 / static_cast<double>(l.rtt));
+}
+
 void Arbiter::schedule(Link& l, Nanos now) {
-  if (!policy_->exclusive() || l.owner || l.waiting.empty()) return;
-  const auto best = best_waiting(l);
-  auto& t = get(*best);
-  l.waiting.erase(best);
-  grant(l, t, now);
+  if (!policy_->exclusive()) return;
+  // In policy order, no overtaking: the next one starts when the link has room for it.
+  while (!l.waiting.empty()) {
+    const auto best = best_waiting(l);
+    auto& t = get(*best);
+    if (!l.owners.empty()) {
+      if (l.rate_bps <= 0 || !options_.pack_small_transfers) return;
+      double used = 0;
+      for (auto id : l.owners) used += demand(l, transfers_.at(id));
+      if (used + demand(l, t) > l.rate_bps * (1 + 1e-9)) return;
+    }
+    l.waiting.erase(best);
+    grant(l, t, now);
+  }
 }
 
 std::optional<TransferId> Arbiter::next_in_line(LinkId link) const {
@@ -214,7 +228,9 @@ void Arbiter::progress(TransferId id, std::uint64_t bytes, Nanos now) {
   t.progress = bytes;
   t.last_progress = now;
   if (t.state != State::granted) return;
-  const auto target = static_cast<std::uint64_t>(options_.drained_fraction * static_cast<double>(t.spec.bytes));
+  const double total = static_cast<double>(t.spec.bytes);
+  const double lead = link_of(t).rate_bps / 8e9 * static_cast<double>(options_.handover_lead);
+  const auto target = static_cast<std::uint64_t>(std::min(options_.drained_fraction * total, std::max(0.0, total - lead)));
   if (t.progress >= target) {
     auto& l = link_of(t);
     end_window(l, t, now, false);
@@ -238,28 +254,28 @@ void Arbiter::complete(TransferId id, Nanos now) {
 void Arbiter::advance(Nanos now) {
   if (!policy_->exclusive()) return;
   for (auto& [id, l] : links_) {
-    if (!l.owner) {
-      schedule(l, now);
-      continue;
+    for (const auto tid : std::vector<TransferId>(l.owners)) {
+      auto& t = get(tid);
+      // An outage is nobody's fault: no timeouts while the link has no capacity.
+      if (l.rate_bps > 0 && t.progress == 0 && now - t.last_progress >= options_.idle_timeout) {
+        end_window(l, t, now, true);
+      } else if (l.rate_bps > 0 && t.progress > 0 && now - t.last_progress >= std::max(options_.stall_after, 2 * l.rtt)) {
+        end_window(l, t, now, false);
+      } else if (t.planned_end != kNever && now >= t.planned_end) {
+        // Still moving: re-plan the rest of the window from what is left.
+        const Nanos len = window_length(l, t.spec.bytes > t.progress ? t.spec.bytes - t.progress : 0);
+        t.planned_end = len == kNever ? kNever : now + len;
+      }
     }
-    auto& t = get(*l.owner);
-    // An outage is nobody's fault: no timeouts while the link has no capacity.
-    if (l.rate_bps > 0 && now - t.last_progress >= options_.idle_timeout) {
-      end_window(l, t, now, true);
-      schedule(l, now);
-    } else if (t.planned_end != kNever && now >= t.planned_end) {
-      // Still moving: re-plan the rest of the window from what is left.
-      const Nanos len = window_length(l, t.spec.bytes > t.progress ? t.spec.bytes - t.progress : 0);
-      t.planned_end = len == kNever ? kNever : now + len;
-    }
+    schedule(l, now);
   }
 }
 
 void Arbiter::set_capacity(LinkId link, double rate_bps, Nanos now) {
   auto& l = links_.at(link);
   l.rate_bps = rate_bps;
-  if (l.owner) {
-    auto& t = get(*l.owner);
+  for (const auto tid : l.owners) {
+    auto& t = get(tid);
     const Nanos len = window_length(l, t.spec.bytes > t.progress ? t.spec.bytes - t.progress : 0);
     t.planned_end = len == kNever ? kNever : now + len;
     // The outage's silence does not count against the owner.
@@ -270,11 +286,13 @@ void Arbiter::set_capacity(LinkId link, double rate_bps, Nanos now) {
 std::optional<Nanos> Arbiter::next_deadline() const {
   std::optional<Nanos> next;
   for (const auto& [id, l] : links_) {
-    if (!l.owner) continue;
-    const auto& t = transfers_.at(*l.owner);
-    Nanos d = t.planned_end;
-    if (l.rate_bps > 0) d = std::min(d, t.last_progress + options_.idle_timeout);
-    if (d != kNever && (!next || d < *next)) next = d;
+    for (const auto tid : l.owners) {
+      const auto& t = transfers_.at(tid);
+      Nanos d = t.planned_end;
+      if (l.rate_bps > 0)
+        d = std::min(d, t.last_progress + (t.progress == 0 ? options_.idle_timeout : std::max(options_.stall_after, 2 * l.rtt)));
+      if (d != kNever && (!next || d < *next)) next = d;
+    }
   }
   return next;
 }

@@ -7,7 +7,7 @@
 namespace wanlab::arbiter {
 
 FluidResult run_fluid(Arbiter& arb, const std::vector<FluidTransfer>& transfers, Nanos delay,
-                      const std::vector<CapacityStep>& steps, Nanos horizon) {
+                      const std::vector<CapacityStep>& steps, Nanos horizon, Nanos sample) {
   const std::size_t n = transfers.size();
   FluidResult r{std::vector<TransferId>(n, 0), std::vector<Nanos>(n, -1)};
   std::vector<double> sent(n, 0.0);
@@ -67,6 +67,8 @@ FluidResult run_fluid(Arbiter& arb, const std::vector<FluidTransfer>& transfers,
         next = std::min(next, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(left / rate[i]))));
       }
     }
+    if (sample > 0 && std::any_of(rate.begin(), rate.end(), [](double x) { return x > 0; }))
+      next = std::min(next, now + sample);
     if (next >= horizon) break;
     // Move the bytes.
     for (std::size_t i = 0; i < n; ++i) {

@@ -492,7 +492,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
         // ends when its transfer is delivered, never by timeout.
         if (!act.gated) ao.idle_timeout = std::numeric_limits<arbiter::Nanos>::max() / 2;
         act.windows =
-            std::make_unique<RunWindows>(act.id, act.coordinator->plan(), rates, std::move(policy), ao, act.gated);
+            std::make_unique<RunWindows>(act.id, act.coordinator->plan(), rates, std::move(policy), ao);
         if (!act.gated)
           spdlog::warn("run {}: the {} backend does not gate flows; windows are kept by the agents alone", act.id,
                        options.backend);

@@ -156,12 +156,12 @@ void RunWindows::flow_bytes(LinkId link, const std::vector<shaping::FlowCounters
     for (const auto& mem : g.members) {
       const auto& c = last_counters_[{link, mem.flow}];
       const auto b = g.base[mem.flow];
-      moved += c.bytes > b ? c.bytes - b : 0;
-      if (!g.wire_first && c.bytes > b) {
+      moved += c.admitted_bytes > b ? c.admitted_bytes - b : 0;
+      if (!g.wire_first && c.admitted_bytes > b) {
         const auto& t = arbiter_.transfer(g.id);
-        // The engine's time of the first packet since the gate opened, when this window
-        // opened it; otherwise the sample's time.
-        g.wire_first = c.first_out_ns >= 0 && c.opened_ns >= t.granted ? c.first_out_ns : now;
+        // The data plane's time of the first packet into the link since the gate opened,
+        // when this window opened it; otherwise the sample's time.
+        g.wire_first = c.first_admitted_ns >= 0 && c.opened_ns >= t.granted ? c.first_admitted_ns : now;
       }
     }
     arbiter_.progress(g.id, moved, now);
@@ -178,7 +178,7 @@ void RunWindows::switch_gates(Group& g, bool open, WindowActions& out) {
   for (const auto& mem : g.members) {
     int& n = open_count_[{g.link, mem.flow}];
     if (open) {
-      g.base[mem.flow] = last_counters_[{g.link, mem.flow}].bytes;
+      g.base[mem.flow] = last_counters_[{g.link, mem.flow}].admitted_bytes;
       if (n++ == 0) out.gates.push_back({g.link, mem.flow, true});
     } else if (--n == 0) {
       out.gates.push_back({g.link, mem.flow, false});
@@ -202,7 +202,7 @@ void RunWindows::act(WindowActions& out, Nanos now) {
         break;
       case arbiter::Event::Kind::done: {
         std::int64_t last = -1;
-        for (const auto& mem : g.members) last = std::max(last, last_counters_[{g.link, mem.flow}].last_out_ns);
+        for (const auto& mem : g.members) last = std::max(last, last_counters_[{g.link, mem.flow}].last_admitted_ns);
         g.wire_last = last >= 0 ? last : now;
         if (!g.wire_first) g.wire_first = g.wire_last;
         switch_gates(g, false, out);

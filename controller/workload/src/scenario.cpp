@@ -17,10 +17,11 @@ using namespace core::fields;
 
 namespace {
 
+constexpr std::string_view kCongestion[] = {"cubic", "bbr", "reno"};
 constexpr std::string_view kTopKeys[] = {
     "name",     "description",      "topology",      "model",      "gpu",      "parallelism",
     "schedule", "micro_batch_size", "micro_batches", "iterations", "warmup",   "connections",
-    "policy",   "compute",          "scale",         "seed",       "placement", "tcp_slow_start_after_idle"};
+    "policy",   "compute",          "scale",         "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion"};
 constexpr std::string_view kModelKeys[] = {"preset",     "layers",    "hidden",  "heads", "kv_heads",
                                            "ffn_hidden", "gated_mlp", "seq_len", "vocab", "dtype"};
 constexpr std::string_view kGpuKeys[] = {"mfu"};
@@ -288,6 +289,8 @@ class ScenarioParser {
       if (auto seed = as_unsigned(*v, "/seed", d_)) s_.seed = *seed;
     if (const json* v = find(doc, "tcp_slow_start_after_idle"))
       if (auto b = as_bool(*v, "/tcp_slow_start_after_idle", d_)) s_.tcp_slow_start_after_idle = *b;
+    if (const json* v = find(doc, "tcp_congestion"))
+      if (auto cc = as_choice(*v, "/tcp_congestion", "a TCP congestion control", kCongestion, d_)) s_.tcp_congestion = *cc;
   }
 
   void placement(const json* v) {
@@ -458,7 +461,8 @@ json to_json(const Scenario& s) {
          {"compute", to_string(s.compute)},
          {"scale", s.scale},
          {"seed", s.seed},
-         {"tcp_slow_start_after_idle", s.tcp_slow_start_after_idle}};
+         {"tcp_slow_start_after_idle", s.tcp_slow_start_after_idle},
+         {"tcp_congestion", s.tcp_congestion}};
   if (!s.description.empty()) j["description"] = s.description;
   if (!s.placement.empty()) j["placement"] = s.placement;
   return j;

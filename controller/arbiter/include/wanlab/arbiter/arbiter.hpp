@@ -11,10 +11,16 @@
 //     the link, as TCP would;
 //   - exclusive policies (`atlas`, `priority`): one transfer owns the link at a time, for a
 //     window of bytes / rate plus a slack of one RTT; the policy orders the pending ones.
+//     A transfer too small to fill the link within one RTT (bytes / rate < RTT) cannot use
+//     more than bytes / RTT of it whatever it is given, so it owns only that share: such
+//     transfers get windows side by side, in order, while their shares fit the link. A
+//     short message thus never holds the whole link idle for an RTT, and transfers of at
+//     least one bandwidth-delay product always have the link alone.
 // A window ends when its transfer has put all its bytes on the link (progress reports; the
-// next one may start while the last bytes propagate) or completes. A window that reaches
-// its planned end while bytes still move is extended (re-planned from the progress); one
-// with no progress for `idle_timeout` is revoked: the transfer goes behind every other
+// next one may start while the last bytes propagate), completes, or stalls after some
+// progress (a TCP timeout: it finishes beside the next window). A window that reaches its
+// planned end while bytes still move is extended (re-planned from the progress); one with
+// no progress at all for `idle_timeout` is revoked: the transfer goes behind every other
 // pending one and the next gets the link. Capacity changes (replayed traces) re-plan the
 // open windows' ends.
 #include <cstdint>
@@ -116,11 +122,25 @@ std::vector<std::string> policy_names();
 std::unique_ptr<Policy> make_policy(const std::string& name);
 
 struct ArbiterOptions {
-  /// A window with no progress at all for this long loses the link.
-  Nanos idle_timeout = 500'000'000;
+  /// A window with no progress at all for this long loses the link. Longer than TCP's
+  /// retransmission timeouts after a loss (200 ms, then 400 ms...), so a flow that
+  /// recovers is not mistaken for one that never sends.
+  Nanos idle_timeout = 1'000'000'000;
   /// Progress is counted as complete (the window ends) at this fraction of the bytes, so
   /// estimates of header overhead do not hold the link.
   double drained_fraction = 0.99;
+  /// ...or when what is left would take at most this long at the link rate: the next
+  /// transfer is let in while the last bytes of this one are still arriving at the link,
+  /// so the caller's control latency (sampling, grant message, the sender's wake-up) does
+  /// not leave the link idle between windows. The link's FIFO queue keeps the two in order.
+  Nanos handover_lead = 5'000'000;
+  /// A window whose transfer made progress and then none for max(this, 2 RTT) ends (the
+  /// sender is waiting out a retransmission timeout): the next transfer gets the link, and
+  /// the stalled one finishes beside it instead of holding the link idle.
+  Nanos stall_after = 50'000'000;
+  /// Exclusive policies: transfers shorter than an RTT at the link rate share the link
+  /// side by side (see above); false: strictly one window at a time.
+  bool pack_small_transfers = true;
 };
 
 class Arbiter {
@@ -162,11 +182,12 @@ class Arbiter {
     double rate_bps = 0;
     Nanos rtt = 0;
     std::vector<TransferId> waiting;  // pending transfers (exclusive policies)
-    std::optional<TransferId> owner;  // the window now open (exclusive policies)
+    std::vector<TransferId> owners;  // windows now open (exclusive policies)
   };
   Transfer& get(TransferId id);
   Link& link_of(const Transfer& t);
   Nanos window_length(const Link& l, std::uint64_t bytes) const;
+  double demand(const Link& l, const Transfer& t) const;
   void grant(Link& l, Transfer& t, Nanos now);
   void end_window(Link& l, Transfer& t, Nanos now, bool revoked);
   void schedule(Link& l, Nanos now);

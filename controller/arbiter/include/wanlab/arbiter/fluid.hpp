@@ -34,7 +34,9 @@ struct FluidResult {
 };
 
 /// Runs every transfer to delivery (or until `horizon`). Links must be declared on `arb`.
+/// `sample` > 0 also reports progress at least that often (as the lab's sampling does).
 FluidResult run_fluid(Arbiter& arb, const std::vector<FluidTransfer>& transfers, Nanos delay,
-                      const std::vector<CapacityStep>& steps = {}, Nanos horizon = 3'600'000'000'000);
+                      const std::vector<CapacityStep>& steps = {}, Nanos horizon = 3'600'000'000'000,
+                      Nanos sample = 0);
 
 }  // namespace wanlab::arbiter

@@ -72,7 +72,9 @@ class RunWindows {
   /// windows.csv (times in s since `origin`).
   std::string windows_csv(arbiter::Nanos origin) const;
   /// {windows, revoked, start_gap_ms {p50, p99}, end_gap_ms {p50, p99}}: planned window
-  /// start vs the first byte on the wire, planned end vs the last one (where known).
+  /// start vs the transfer's first byte into the link (through its gate, the link's
+  /// bottleneck), planned end vs its last one (the data plane's times where it has them,
+  /// else the 5 ms samples').
   nlohmann::json accuracy() const;
   const arbiter::Arbiter& arbiter() const { return arbiter_; }
 

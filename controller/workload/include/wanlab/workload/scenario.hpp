@@ -81,6 +81,9 @@ struct Scenario {
   /// default, as on hosts tuned for WAN transfers: a connection idle between two pipeline
   /// messages keeps its congestion window instead of starting over from 10 segments.
   bool tcp_slow_start_after_idle = false;
+  /// TCP congestion control of the data connections (TCP_CONGESTION): Linux's default,
+  /// cubic, unless the scenario names another the kernel has (bbr, reno...).
+  std::string tcp_congestion = "cubic";
   /// placement[stage][dp replica] = DC name; empty: the Atlas rule places the stages.
   std::vector<std::vector<std::string>> placement;
 };
