@@ -9,11 +9,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <stdexcept>
+
+#include "wanlab/shaping/flow_gate.hpp"
 
 namespace wanlab::shaping {
 namespace {
@@ -106,6 +110,23 @@ class Pool {
     return s;
   }
   void release(std::uint32_t s) { free_.push_back(s); }
+  std::size_t size() const { return len_.size(); }
+  /// More slots, contents kept (the mapping may move: slots are indices). The new slots go
+  /// to the bottom of the free list, so the ones already touched are reused first.
+  void grow(std::size_t slots) {
+    if (slots <= len_.size()) return;
+    const std::size_t bytes = slots * slot_size_;
+    void* m = ::mremap(mem_, bytes_, bytes, MREMAP_MAYMOVE);
+    if (m == MAP_FAILED) throw std::runtime_error(fmt::format("mremap packet pool ({} MiB): {}", bytes >> 20, std::strerror(errno)));
+    mem_ = static_cast<std::uint8_t*>(m);
+    bytes_ = bytes;
+    std::vector<std::uint32_t> list;
+    list.reserve(slots);
+    for (std::size_t i = slots; i-- > len_.size();) list.push_back(static_cast<std::uint32_t>(i));
+    list.insert(list.end(), free_.begin(), free_.end());
+    free_.swap(list);
+    len_.resize(slots);
+  }
   std::uint8_t* data(std::uint32_t s) { return mem_ + static_cast<std::size_t>(s) * slot_size_; }
   std::uint32_t& len(std::uint32_t s) { return len_[s]; }
 
@@ -149,7 +170,8 @@ struct Engine::Impl {
   std::vector<std::unique_ptr<LinkModel>> models;      // per link
   std::vector<std::uint32_t> link_of;                  // [src * ports + dst] -> link or kNoLink
   std::unique_ptr<Pool> pool;
-  std::size_t pool_slots = 0;
+  std::size_t pool_slots = 0;  // for the links' own packets; the gates' come on top
+  std::vector<std::unique_ptr<FlowGates>> gates;  // per link; null: no gated flows
   EventHeap heap;
   int wake_fd = -1;
   std::thread thread;
@@ -159,7 +181,21 @@ struct Engine::Impl {
   mutable std::mutex mutex;
   std::vector<std::pair<std::uint32_t, LinkModelParams>> pending;
   std::atomic<bool> has_pending{false};
+  // Flow declarations and gate changes, in call order; callers wait until applied.
+  struct GateOp {
+    std::uint32_t link = 0;
+    bool declare = false;               // set_flows (else set_gate)
+    std::unique_ptr<FlowGates> flows;   // declare: the new gates (null: gating ends)
+    int flow = 0;                       // set_gate
+    bool open = false;
+  };
+  std::vector<GateOp> pending_gates;
+  std::vector<std::vector<int>> declared;  // per link: the flow ids of the latest set_flows
+  std::uint64_t gate_ops_requested = 0, gate_ops_applied = 0;
+  std::condition_variable gate_ops_cv;
+  std::atomic<bool> thread_alive{false};
   std::vector<LinkModelCounters> published;
+  std::vector<std::vector<FlowCounters>> published_flows;
   EngineStats published_stats;
   EngineStats stats;
 
@@ -189,6 +225,9 @@ struct Engine::Impl {
                   std::chrono::duration<double, std::milli>(t1 - t0).count(), sockets.size(),
                   std::chrono::duration<double, std::milli>(t2 - t1).count());
     published.resize(cfg.links.size());
+    published_flows.resize(cfg.links.size());
+    gates.resize(cfg.links.size());
+    declared.resize(cfg.links.size());
     wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake_fd < 0) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
   }
@@ -213,6 +252,30 @@ struct Engine::Impl {
     for (auto& t : threads) t.join();
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
+  }
+
+  std::uint32_t link_id(std::size_t src, std::size_t dst) const {
+    const std::size_t n = cfg.ports.size();
+    if (src >= n || dst >= n || link_of[src * n + dst] == kNoLink)
+      throw std::invalid_argument(fmt::format("no engine link {}->{}", src, dst));
+    return link_of[src * n + dst];
+  }
+
+  // The caller (holding `lock`) queued a gate op: has the engine thread apply it, and waits
+  // until it has (or applies it here where the thread is not running).
+  void submit_gate_op(std::unique_lock<std::mutex>& lock) {
+    const std::uint64_t ticket = ++gate_ops_requested;
+    has_pending.store(true, std::memory_order_release);
+    if (!running) {
+      lock.unlock();
+      apply_pending(mono_now());
+      return;
+    }
+    wake();
+    while (gate_ops_applied < ticket) {
+      if (gate_ops_cv.wait_for(lock, std::chrono::milliseconds(100)) == std::cv_status::timeout && !thread_alive)
+        throw std::runtime_error("the userspace engine is not running");
+    }
   }
 
   void wake() const {
@@ -261,10 +324,43 @@ struct Engine::Impl {
     }
     std::memcpy(pool->data(*slot), f, len);
     pool->len(*slot) = len;
+    FlowGates* g = gates[id].get();
+    if (g) {  // the link has gated flows
+      const int flow = g->classify_frame(f, len);
+      std::uint32_t dropped = 0;
+      if (flow != FlowClassifier::kNone) {
+        switch (g->admit(flow, *slot, len, dropped)) {
+          case FlowGates::Verdict::pass:
+            g->entered(flow, len, arrival);
+            break;
+          case FlowGates::Verdict::held:
+            return;
+          case FlowGates::Verdict::held_dropping_oldest:
+            stats.gate_dropped++;
+            pool->release(dropped);
+            return;
+        }
+      }
+    }
     m.advance(arrival);
     free_lost(m);
+    if (g && g->draining()) feed(*g, m, arrival);  // held packets first
     if (m.arrive(*slot, len, arrival) == LinkModel::Verdict::dropped_queue) pool->release(*slot);
     heap.update(id, m.next_event());
+  }
+
+  // Open gates hand their held packets to the link's queue as far as it has room (the
+  // model's own drop-tail test, which would refuse them).
+  void feed(FlowGates& g, LinkModel& m, Nanos now) {
+    g.feed([&](std::uint32_t slot, std::uint32_t bytes) {
+      const auto& c = m.counters();
+      const auto& q = m.params().queue;
+      const bool full = q.unit == QueueLimit::Unit::packets ? c.queued_packets >= q.value
+                                                            : c.queued_bytes + bytes > q.value;
+      if (full || c.queued_packets + c.in_flight_packets + 1 > m.capacity()) return false;
+      if (m.arrive(slot, bytes, now) == LinkModel::Verdict::dropped_queue) pool->release(slot);  // (not reached)
+      return true;
+    }, now);
   }
 
   // TCP or UDP payload bytes of an IPv4 frame (0 for anything else): what applications
@@ -308,9 +404,13 @@ struct Engine::Impl {
 
   void apply_pending(Nanos now) {
     std::vector<std::pair<std::uint32_t, LinkModelParams>> todo;
+    std::vector<GateOp> gate_ops;
+    std::uint64_t gate_tickets = 0;
     {
       std::lock_guard lock(mutex);
       todo.swap(pending);
+      gate_ops.swap(pending_gates);
+      gate_tickets = gate_ops_requested;
       has_pending = false;
     }
     for (auto& [id, p] : todo) {
@@ -320,11 +420,67 @@ struct Engine::Impl {
       free_lost(m);
       heap.update(id, m.next_event());
     }
+    if (gate_ops.empty()) return;
+    for (auto& op : gate_ops) apply_gate_op(op, now);
+    publish();
+    {
+      std::lock_guard lock(mutex);
+      gate_ops_applied = gate_tickets;
+    }
+    gate_ops_cv.notify_all();
+  }
+
+  void apply_gate_op(GateOp& op, Nanos now) {
+    auto& m = *models[op.link];
+    m.advance(now);
+    free_lost(m);
+    auto& g = gates[op.link];
+    if (op.declare) {
+      // Packets held for flows no longer declared enter the link at once, where its queue
+      // limit applies.
+      auto enter = [&](std::uint32_t slot, std::uint32_t bytes) {
+        if (m.arrive(slot, bytes, now) == LinkModel::Verdict::dropped_queue) pool->release(slot);
+      };
+      if (g && op.flows) op.flows->adopt(*g, enter);
+      else if (g) g->release_all(enter);
+      std::swap(g, op.flows);  // the old gates, now empty, go with the op
+      grow_pool();
+    } else if (g) {
+      const int i = g->index_of(op.flow);
+      if (i != FlowClassifier::kNone) g->set_open(i, op.open, now);
+      if (g->draining()) feed(*g, m, now);
+    }
+    heap.update(op.link, m.next_event());
+  }
+
+  // Room in the pool for every packet the gates may hold, on top of the links' share.
+  void grow_pool() {
+    std::size_t hold = 0;
+    for (const auto& g : gates)
+      if (g) hold += g->hold_capacity();
+    if (pool_slots + hold <= pool->size()) return;
+    try {
+      pool->grow(pool_slots + hold);
+      spdlog::debug("engine: pool grown to {} slots for {} held packets at most", pool->size(), hold);
+    } catch (const std::exception& e) {
+      spdlog::warn("engine: held packets share the pool with the links: {}", e.what());
+    }
   }
 
   void publish() {
     std::lock_guard lock(mutex);
     for (std::size_t i = 0; i < models.size(); ++i) published[i] = models[i]->counters();
+    stats.gated_flows = stats.open_gates = stats.held_packets = 0;
+    for (std::size_t i = 0; i < gates.size(); ++i) {
+      if (!gates[i]) {
+        published_flows[i].clear();
+        continue;
+      }
+      gates[i]->counters(published_flows[i]);
+      stats.gated_flows += gates[i]->size();
+      stats.open_gates += gates[i]->open_gates();
+      stats.held_packets += gates[i]->held_packets();
+    }
     stats.tx_ring_full = 0;
     for (const auto& s : sockets) stats.tx_ring_full += s->tx_ring_full();
     published_stats = stats;
@@ -369,9 +525,15 @@ struct Engine::Impl {
         auto& m = *models[id];
         m.advance(now);
         free_lost(m);
+        FlowGates* g = gates[id].get();
+        if (g && g->draining()) feed(*g, m, now);  // room the serializer freed
         const std::size_t dst = cfg.links[id].dst;
         while (auto slot = m.release(now)) {
           m.counters().payload_bytes_out += l4_payload(pool->data(*slot), pool->len(*slot));
+          if (g) {
+            const int flow = g->classify_frame(pool->data(*slot), pool->len(*slot));
+            if (flow != FlowClassifier::kNone) g->sent(flow, pool->len(*slot), now);
+          }
           transmit(dst, *slot);
           if (++pending_tx[dst] >= kFlushFrames) sockets[dst]->flush(), pending_tx[dst] = 0;
           oldest_pending = std::min(oldest_pending, now);
@@ -415,12 +577,18 @@ Engine::~Engine() { stop(); }
 
 void Engine::start() {
   if (impl_->running.exchange(true)) return;
+  impl_->thread_alive = true;
   impl_->thread = std::thread([this] {
     try {
       impl_->run();
     } catch (const std::exception& e) {
       spdlog::critical("userspace engine stopped: {}", e.what());
     }
+    {
+      std::lock_guard lock(impl_->mutex);
+      impl_->thread_alive = false;
+    }
+    impl_->gate_ops_cv.notify_all();
   });
 }
 
@@ -452,6 +620,35 @@ std::optional<LinkModelCounters> Engine::counters(std::size_t src, std::size_t d
   if (src >= n || dst >= n || impl_->link_of[src * n + dst] == kNoLink) return std::nullopt;
   std::lock_guard lock(impl_->mutex);
   return impl_->published[impl_->link_of[src * n + dst]];
+}
+
+void Engine::set_flows(std::size_t src, std::size_t dst, const std::vector<GatedFlow>& flows,
+                       std::size_t hold_packets) {
+  const std::uint32_t id = impl_->link_id(src, dst);
+  // Built here, off the engine thread (it allocates); checks the ids.
+  auto gates = flows.empty() ? nullptr
+                             : std::make_unique<FlowGates>(flows, std::clamp<std::size_t>(hold_packets, 1, 1u << 20));
+  std::unique_lock lock(impl_->mutex);
+  impl_->declared[id].clear();
+  for (const auto& f : flows) impl_->declared[id].push_back(f.id);
+  impl_->pending_gates.push_back({id, true, std::move(gates), 0, false});
+  impl_->submit_gate_op(lock);
+}
+
+void Engine::set_gate(std::size_t src, std::size_t dst, int flow, bool open) {
+  const std::uint32_t id = impl_->link_id(src, dst);
+  std::unique_lock lock(impl_->mutex);
+  const auto& ids = impl_->declared[id];
+  if (std::find(ids.begin(), ids.end(), flow) == ids.end())
+    throw std::out_of_range(fmt::format("no gated flow {} on engine link {}->{}", flow, src, dst));
+  impl_->pending_gates.push_back({id, false, nullptr, flow, open});
+  impl_->submit_gate_op(lock);
+}
+
+std::vector<FlowCounters> Engine::flow_counters(std::size_t src, std::size_t dst) const {
+  const std::uint32_t id = impl_->link_id(src, dst);
+  std::lock_guard lock(impl_->mutex);
+  return impl_->published_flows[id];
 }
 
 EngineStats Engine::stats() const {

@@ -16,6 +16,13 @@ LinkModelParams model_params(const core::Topology& topo, const core::WanLink& li
   return m;
 }
 
+std::size_t gate_hold_packets(const core::Topology& topo, const core::WanLink& link) {
+  const auto q = model_params(topo, link).queue;
+  if (q.unit == QueueLimit::Unit::packets) return q.value;
+  const auto frame = static_cast<std::uint64_t>(topo.lan.mtu) + 14;
+  return static_cast<std::size_t>((q.value + frame - 1) / frame);
+}
+
 UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
                                  const std::vector<const netlink::Netns*>& gateways, std::uint64_t seed) {
   EngineConfig cfg;
@@ -58,11 +65,32 @@ LinkCounters UserspaceShaper::counters(const core::Topology&, const core::WanLin
   return c;
 }
 
+void UserspaceShaper::set_flows(const core::Topology& topo, const core::WanLink& link,
+                                const std::vector<GatedFlow>& flows) {
+  engine_->set_flows(link.src, link.dst, flows, gate_hold_packets(topo, link));
+}
+
+void UserspaceShaper::set_gate(const core::Topology&, const core::WanLink& link, int flow, bool open) {
+  engine_->set_gate(link.src, link.dst, flow, open);
+}
+
+std::vector<FlowCounters> UserspaceShaper::flow_counters(const core::Topology&, const core::WanLink& link) {
+  return engine_->flow_counters(link.src, link.dst);
+}
+
 std::vector<std::pair<std::string, std::uint64_t>> UserspaceShaper::stats() const {
   const auto s = engine_->stats();
-  return {{"rx_frames", s.rx_frames},         {"forwarded", s.forwarded},   {"not_for_wan", s.not_for_wan},
-          {"unroutable", s.unroutable},       {"truncated", s.truncated},   {"ttl_expired", s.ttl_expired},
-          {"pool_exhausted", s.pool_exhausted}, {"tx_ring_full", s.tx_ring_full}, {"sleeps", s.wakeups}};
+  std::vector<std::pair<std::string, std::uint64_t>> out{
+      {"rx_frames", s.rx_frames},         {"forwarded", s.forwarded},   {"not_for_wan", s.not_for_wan},
+      {"unroutable", s.unroutable},       {"truncated", s.truncated},   {"ttl_expired", s.ttl_expired},
+      {"pool_exhausted", s.pool_exhausted}, {"tx_ring_full", s.tx_ring_full}, {"sleeps", s.wakeups}};
+  // Flow gating, once the arbiter has used it.
+  if (s.gated_flows > 0 || s.gate_dropped > 0)
+    out.insert(out.end(), {{"gated_flows", s.gated_flows},
+                           {"open_gates", s.open_gates},
+                           {"held_packets", s.held_packets},
+                           {"gate_dropped", s.gate_dropped}});
+  return out;
 }
 
 }  // namespace wanlab::shaping

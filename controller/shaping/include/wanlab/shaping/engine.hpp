@@ -9,6 +9,16 @@
 // Release times come from an indexed min-heap of each link's next event. Between events
 // the thread sleeps in ppoll() with nanosecond timeouts (timer slack 1 ns) and spins only
 // for the last few microseconds before a deadline.
+//
+// Flow gating (see LinkShaper, flow_gate.hpp): a link with declared flows classifies each
+// frame before its model; a frame of a flow whose gate is closed waits in that flow's FIFO
+// (its pool slot held) and enters the model when the gate opens, ahead of the flow's later
+// packets. Links without declared flows pay one branch per frame. The pool grows (mremap,
+// when flows are declared) by the packets the gates may hold, so held packets never take
+// the links' share. Declarations and gate changes are applied by the engine thread, like
+// link changes; set_flows and set_gate return once it has applied them. A link's counters
+// count what entered its model: held packets once their gate opens, not those dropped at
+// a full gate (the flow's `dropped` and EngineStats::gate_dropped count those).
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -21,6 +31,7 @@
 
 #include "wanlab/netlink/netlink.hpp"
 #include "wanlab/shaping/link_model.hpp"
+#include "wanlab/shaping/link_shaper.hpp"
 #include "wanlab/shaping/packet_socket.hpp"
 
 namespace wanlab::shaping {
@@ -57,6 +68,11 @@ struct EngineStats {
   std::uint64_t pool_exhausted = 0;
   std::uint64_t tx_ring_full = 0;
   std::uint64_t wakeups = 0;
+  // Flow gating, all links together.
+  std::uint64_t gated_flows = 0;    // declared now
+  std::uint64_t open_gates = 0;     // of those, open now
+  std::uint64_t held_packets = 0;   // waiting at closed gates now
+  std::uint64_t gate_dropped = 0;   // dropped by a full closed gate (ever)
 };
 
 class Engine {
@@ -74,6 +90,17 @@ class Engine {
   void set_link(std::size_t src, std::size_t dst, const LinkModelParams& params);
   /// Counters of a link as of at most 10 ms ago; nullopt for a link that does not exist.
   std::optional<LinkModelCounters> counters(std::size_t src, std::size_t dst) const;
+
+  /// Declares the gated flows of a link, every gate closed (see LinkShaper::set_flows);
+  /// each gate holds at most `hold_packets` packets (clamped to [1, 2^20]). Flows still
+  /// declared (same id) keep their held packets and counters. Throws std::invalid_argument
+  /// for a link that does not exist or duplicate or negative ids.
+  void set_flows(std::size_t src, std::size_t dst, const std::vector<GatedFlow>& flows, std::size_t hold_packets);
+  /// Opens or closes a declared flow's gate (std::out_of_range for one not declared).
+  void set_gate(std::size_t src, std::size_t dst, int flow, bool open);
+  /// Counters of the link's gated flows (declaration order) as of at most 10 ms ago, or of
+  /// the last set_flows/set_gate, whichever is later; empty where none are declared.
+  std::vector<FlowCounters> flow_counters(std::size_t src, std::size_t dst) const;
   EngineStats stats() const;
 
  private:

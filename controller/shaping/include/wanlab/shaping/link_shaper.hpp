@@ -44,18 +44,23 @@ struct GatedFlow {
   std::vector<FlowMatch> matches;
 };
 
-/// What a gated flow did on the wire. Times are CLOCK_MONOTONIC (steady_clock) ns; -1 where
-/// the backend cannot tell (the kernel backend counts bytes only: the run manager samples).
+/// What a gated flow did. Times are CLOCK_MONOTONIC (steady_clock) ns; -1 where the backend
+/// cannot tell (the kernel backend counts bytes only: the run manager samples).
 struct FlowCounters {
   int id = 0;
   bool open = false;
-  std::uint64_t packets = 0;       // sent on the link
+  std::uint64_t packets = 0;       // sent on the link (left it, toward the destination)
   std::uint64_t bytes = 0;
-  std::uint64_t held_packets = 0;  // waiting at the closed gate now
-  std::uint64_t dropped = 0;       // arrived at a closed gate that was full
+  /// Passed the gate into the link's queue: what the link's window carries. Backends that
+  /// cannot tell the two apart count the same here as in `bytes`.
+  std::uint64_t admitted_bytes = 0;
+  std::uint64_t held_packets = 0;  // waiting at the gate now
+  std::uint64_t dropped = 0;       // dropped by a full gate (one per arrival at a full gate)
   std::int64_t opened_ns = -1;     // when the gate last opened
   std::int64_t first_out_ns = -1;  // first packet sent since it last opened
   std::int64_t last_out_ns = -1;   // last packet sent, ever
+  std::int64_t first_admitted_ns = -1;  // first packet into the link's queue since it last opened
+  std::int64_t last_admitted_ns = -1;   // last packet into the link's queue, ever
 };
 
 class LinkShaper {
@@ -69,8 +74,9 @@ class LinkShaper {
   virtual LinkCounters counters(const core::Topology& topo, const core::WanLink& link) = 0;
 
   // Flow gating: the data plane's side of the arbiter's windows. Packets of a flow whose
-  // gate is closed are held back (queued, in order, up to the link's queue limit; dropped
-  // beyond it) and leave, through the link's own queue and rate, once it opens. Traffic that
+  // gate is closed are held back (queued, in order, up to the link's queue limit; beyond
+  // it the oldest held packet is dropped) and enter the link's own queue and rate once it
+  // opens, as fast as that queue has room. Traffic that
   // matches no gated flow is never held.
   /// Whether this backend gates flows.
   virtual bool gates_flows() const { return false; }

@@ -11,8 +11,14 @@ namespace wanlab::shaping {
 /// the queue limit (the topology's, or 1.5 x bandwidth-delay product in packets).
 LinkModelParams model_params(const core::Topology& topo, const core::WanLink& link);
 
+/// Packets a gated flow's closed gate holds on `link`: its queue limit in packets (a limit in
+/// bytes counts full-size frames of the topology's MTU).
+std::size_t gate_hold_packets(const core::Topology& topo, const core::WanLink& link);
+
 /// WAN links shaped by the userspace engine running in this process. Same topologies and
-/// `link set` as the kernel backend; delay, jitter and loss work on any kernel.
+/// `link set` as the kernel backend; delay, jitter and loss work on any kernel. Gates flows
+/// (flow_gate.hpp: a flow's counters count packets as the link releases them onto the wire;
+/// a gate's capacity is fixed when the flows are declared).
 class UserspaceShaper final : public LinkShaper {
  public:
   /// `router` and `gateways` (per DC index) are the lab's namespaces; the router must not
@@ -24,6 +30,10 @@ class UserspaceShaper final : public LinkShaper {
   bool applies_delay() const override { return true; }
   void apply(const core::Topology& topo, const core::WanLink& link) override;
   LinkCounters counters(const core::Topology& topo, const core::WanLink& link) override;
+  bool gates_flows() const override { return true; }
+  void set_flows(const core::Topology& topo, const core::WanLink& link, const std::vector<GatedFlow>& flows) override;
+  void set_gate(const core::Topology& topo, const core::WanLink& link, int flow, bool open) override;
+  std::vector<FlowCounters> flow_counters(const core::Topology& topo, const core::WanLink& link) override;
   std::vector<std::pair<std::string, std::uint64_t>> stats() const override;
 
  private:
