@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, brings up the default three-DC lab,
 # prints its DCs and links, measures RTT (ping) and throughput (iperf3) between DCs from
-# inside the lab, runs the default training scenario on it (agents in every node, real
-# traffic through the emulated WAN), and tears the lab down.
+# inside the lab, benchmarks the default training scenario on it under fair sharing and
+# the Atlas arbiter (agents in every node, real traffic through the emulated WAN; a table
+# with ratios, timelines and window plots), and tears the lab down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 topology=${1:-topologies/three-dc.json}
@@ -53,8 +54,13 @@ if [[ $(jq -r .backend <<<"$status") == userspace ]]; then
 fi
 echo
 if [[ "$(jq -r .topology "$scenario")" == *"$(basename "$topology")" ]]; then
-  echo "training scenario $scenario on lab $lab (agents in every node; modeled compute):"
-  "$wanlab" run "$scenario" --out "runs/demo-$(jq -r .name "$scenario")"
+  out="bench-results/demo-$(jq -r .name "$scenario")"
+  echo "training scenario $scenario on lab $lab, fair sharing vs the Atlas arbiter (agents in every node;"
+  echo "modeled compute; fresh agents for every variant):"
+  "$wanlab" bench "$scenario" --policies fair,atlas --keep-lab --quiet --out "$out"
+  echo
+  echo "per-variant run folders (summary.json, timeline.json for https://ui.perfetto.dev, windows.csv) in $out/;"
+  echo "plots: $out/plots/timelines.svg (per-GPU timelines), $out/plots/windows.svg (transfers per WAN link)"
   echo
 fi
 trap - EXIT

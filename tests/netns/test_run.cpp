@@ -158,3 +158,44 @@ TEST_CASE("k TCP connections fill a 200 ms link that one connection cannot", "[r
                                                   << k4.at("iteration_time_s").at("mean") << " s)");
   CHECK(p4 > 1.3 * p1);
 }
+
+TEST_CASE("an atlas run: every WAN transfer in a window, nothing on the link before its grant", "[run][atlas]") {
+  const auto topo = write_topology("wlatlas", 2, 4, "20ms", "200Mbit");
+  const auto path = write_scenario("wlatlas", topo, {{"pp", 2}, {"dp", 2}, {"tp", 4}}, "1f1b", 4, 2, 0.1);
+  auto doc = nlohmann::json::parse(std::ifstream(path));
+  doc["policy"] = "atlas";
+  std::ofstream(path) << doc.dump(2);
+  const auto out = tmp("wlatlas-out");
+  const auto s = run_scenario(path, out);
+  CHECK(s.at("policy") == "atlas");
+  for (const auto& [src, dst] : {std::pair{"use", "euw"}, std::pair{"euw", "use"}}) {
+    const auto& w = wan(s, src, dst);
+    const double expected = w.at("expected_payload_bytes").get<double>();
+    CHECK(std::abs(w.at("payload_bytes").get<double>() - expected) / expected < 0.02);
+  }
+  const auto& win = s.at("windows");
+  INFO(win.dump());
+  CHECK(win.at("enforced_by") == "agents and data plane");
+  CHECK(win.at("revoked") == 0);
+  // 2 replicas x 4 micro-batches x 2 directions x 3 iterations
+  CHECK(win.at("transfers") == 48);
+  CHECK(win.at("windows") == 48);
+  std::ifstream csv(out / "windows.csv");
+  std::string line;
+  std::getline(csv, line);
+  CHECK(line.rfind("src,dst,transfer,iteration,pipeline,", 0) == 0);
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    REQUIRE(f.size() >= 17);
+    ++rows;
+    INFO(line);
+    // The gate lets a transfer's first byte into the link only once its window opened.
+    REQUIRE_FALSE(f[15].empty());
+    CHECK(std::stod(f[15]) >= std::stod(f[13]) - 1e-6);
+  }
+  CHECK(rows == 48);
+  CHECK(fs::exists(out / "timeline.json"));
+}
