@@ -3,6 +3,7 @@
 // `--backend kernel`, and the tools that measure them (ping, iperf3, `status --json`).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
@@ -57,6 +58,17 @@ constexpr const char* kEuw0 = "198.18.4.2";  // node euw-0 (DC 1)
 // Goodput of TCP over a 1500-byte MTU is at most 1448/1514 of the HTB wire rate
 // (timestamps on: 52 bytes of TCP/IP header, 14 of Ethernet).
 constexpr double kGoodputShare = 1448.0 / 1514.0;
+
+// Delay tolerance, above the configured RTT. netem never releases a packet early, so the
+// lower bound is the configured value itself. Above it come the lab's own forwarding
+// (three namespaces, two bridges: tens of microseconds) and the lateness of netem's hrtimer
+// watchdog (microseconds natively). Observed: +0.035 ms in the vm tier's instruction-
+// counted guest; +1.0 to +1.8 ms in a real-time TCG guest, whose timers fire late when the
+// host is busy (tests/vm/README.md). 2 ms or 5 % still catches every unit or direction
+// mistake (a factor of 2, 64 or 1000, or a delay not applied).
+inline double rtt_tolerance_ms(double rtt_ms) {
+  return std::max(2.0, 0.05 * rtt_ms);
+}
 
 // Writes a two-DC lab (use, euw; one node each) with the given WAN entries.
 inline std::string write_topology(const std::string& lab, const nlohmann::json& wan) {
@@ -156,16 +168,15 @@ inline std::string address_of(const std::string& node) {
   return {};
 }
 
-// An iperf3 run from node `from` to a fresh one-off server in node `to`: the client's
-// JSON (with the server's in server_output_json). The client retries while the server
-// is not listening yet.
-inline nlohmann::json iperf_json(const Lab& lab, const std::string& from, const std::string& to,
-                                 const std::string& args, int* code = nullptr) {
-  const int port = lab.start_iperf_server(to);
+// An iperf3 client run from node `from` to the server listening on `port` in node `to`:
+// the client's JSON (with the server's in server_output_json). The client retries while the
+// server is not listening yet.
+inline nlohmann::json iperf_client_json(const Lab& lab, const std::string& from, const std::string& to, int port,
+                                        const std::string& args, int* code = nullptr) {
   test::Run r;
   for (int attempt = 0; attempt < 50; ++attempt) {
-    r = run(lab.exec(from, "iperf3 -J --get-server-output -p " + std::to_string(port) + " -c " + address_of(to) +
-                               " " + args));
+    r = run(lab.exec(
+        from, "iperf3 -J --get-server-output -p " + std::to_string(port) + " -c " + address_of(to) + " " + args));
     if (r.out.find("unable to connect") == std::string::npos) break;
     std::this_thread::sleep_for(100ms);
   }
@@ -175,6 +186,12 @@ inline nlohmann::json iperf_json(const Lab& lab, const std::string& from, const 
   } catch (const std::exception& e) {
     return {{"error", std::string("unparseable iperf3 output: ") + e.what() + ": " + r.out}};
   }
+}
+
+// An iperf3 run from node `from` to a fresh one-off server in node `to`.
+inline nlohmann::json iperf_json(const Lab& lab, const std::string& from, const std::string& to,
+                                 const std::string& args, int* code = nullptr) {
+  return iperf_client_json(lab, from, to, lab.start_iperf_server(to), args, code);
 }
 
 // ---- ping ----
@@ -256,28 +273,40 @@ inline void warm_up(const Lab& lab, const std::string& from, const std::string& 
 struct Iperf {
   int code = -1;
   std::vector<double> interval_bps;
+  std::vector<double> interval_start;  // seconds since the server's start, for each of interval_bps
   double total_bps = 0;
+  std::uint64_t received_bytes = 0;  // payload, as the receiver counted it
   long retransmits = -1;
   std::string error;
 };
 
-inline Iperf iperf(const Lab& lab, const std::string& from, const std::string& to, int seconds,
-                   const std::string& extra = "") {
+// Reads an iperf3 client's JSON (see iperf_client_json).
+inline Iperf parse_iperf(const nlohmann::json& j, int code) {
   Iperf out;
-  const auto j = iperf_json(lab, from, to, "-t " + std::to_string(seconds) + " " + extra, &out.code);
+  out.code = code;
   try {
     if (j.contains("error")) out.error = j["error"].get<std::string>();
     // Whole seconds only: the server's last interval is a fraction of one, when the
     // client's end reaches it.
     for (const auto& i : j.at("server_output_json").at("intervals"))
-      if (!i["sum"].value("omitted", false) && i["sum"]["seconds"].get<double>() > 0.5)
+      if (!i["sum"].value("omitted", false) && i["sum"]["seconds"].get<double>() > 0.5) {
         out.interval_bps.push_back(i["sum"]["bits_per_second"].get<double>());
+        out.interval_start.push_back(i["sum"]["start"].get<double>());
+      }
     out.total_bps = j.at("end").at("sum_received").at("bits_per_second").get<double>();
+    out.received_bytes = j["end"]["sum_received"].value("bytes", std::uint64_t{0});
     out.retransmits = j["end"]["sum_sent"].value("retransmits", -1L);
   } catch (const std::exception& e) {
     out.error += std::string(" (iperf3 output without results: ") + e.what() + ")";
   }
   return out;
+}
+
+inline Iperf iperf(const Lab& lab, const std::string& from, const std::string& to, int seconds,
+                   const std::string& extra = "") {
+  int code = -1;
+  const auto j = iperf_json(lab, from, to, "-t " + std::to_string(seconds) + " " + extra, &code);
+  return parse_iperf(j, code);
 }
 
 }  // namespace wanlab::kernel_test

@@ -39,17 +39,6 @@ struct NetemGuard : Catch::TestEventListenerBase {
   }
 };
 
-// Delay tolerance, above the configured RTT. netem never releases a packet early, so the
-// lower bound is the configured value itself. Above it come the lab's own forwarding
-// (three namespaces, two bridges: tens of microseconds) and the lateness of netem's hrtimer
-// watchdog (microseconds natively). Observed: +0.035 ms in the vm tier's instruction-
-// counted guest; +1.0 to +1.8 ms in a real-time TCG guest, whose timers fire late when the
-// host is busy (tests/vm/README.md). 2 ms or 5 % still catches every unit or direction
-// mistake (a factor of 2, 64 or 1000, or a delay not applied).
-double rtt_tolerance_ms(double rtt_ms) {
-  return std::max(2.0, 0.05 * rtt_ms);
-}
-
 }  // namespace
 
 CATCH_REGISTER_LISTENER(NetemGuard)

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "wanlab/netlink/internal.hpp"
 #include "wanlab/netlink/netlink.hpp"
@@ -314,6 +315,132 @@ TEST_CASE("u32 filter: host bits are masked off, bad prefixes refused", "[netlin
 
   CHECK_THROWS_AS(build_u32_src_filter(kIfindex, Handle{1, 0}, 1, host, 33, Handle{1, 2}), Error);
   CHECK_THROWS_AS(build_u32_src_filter(kIfindex, Handle{1, 0}, 1, host, -1, Handle{1, 2}), Error);
+}
+
+namespace {
+// A u32 filter's selector and keys (network order, as the kernel gets them).
+struct U32Selector {
+  explicit U32Selector(const TcMessage& tc) {
+    nlattr* opts[TCA_U32_MAX + 1] = {};
+    tc.options(opts, TCA_U32_MAX);
+    REQUIRE(opts[TCA_U32_CLASSID] != nullptr);
+    classid = nla_get_u32(opts[TCA_U32_CLASSID]);
+    REQUIRE(opts[TCA_U32_SEL] != nullptr);
+    const auto* data = static_cast<const char*>(nla_data(opts[TCA_U32_SEL]));
+    REQUIRE(nla_len(opts[TCA_U32_SEL]) >= static_cast<int>(sizeof(tc_u32_sel)));
+    tc_u32_sel sel;
+    std::memcpy(&sel, data, sizeof(sel));
+    nkeys = sel.nkeys;
+    flags = sel.flags;
+    REQUIRE(nla_len(opts[TCA_U32_SEL]) >= static_cast<int>(sizeof(tc_u32_sel) + sel.nkeys * sizeof(tc_u32_key)));
+    for (int i = 0; i < sel.nkeys; ++i) {
+      tc_u32_key k;
+      std::memcpy(&k, data + sizeof(tc_u32_sel) + i * sizeof(tc_u32_key), sizeof(k));
+      keys.push_back({ntohl(k.val), ntohl(k.mask), k.off});
+    }
+  }
+  std::uint32_t classid = 0;
+  int nkeys = 0;
+  unsigned flags = 0;
+  std::vector<U32Key> keys;
+};
+}  // namespace
+
+TEST_CASE("u32 filter: several keys, explicit handle, prio and protocol", "[netlink]") {
+  CHECK(u32_node(1) == 1u);  // tc's 800::1 in the first instance (the kernel adds the table's id)
+  CHECK(u32_node(0xfff) == 0xfffu);
+
+  U32Filter f;
+  f.prio = 1;
+  f.protocol = ETH_P_IP;
+  f.handle = u32_node(7);
+  // A flow: TCP from 198.18.0.2 to 198.18.4.2, source port 16448/0xffc0 (slot 1's block).
+  f.keys = {{0x45000000, 0xff000000, 0},   {0, 0x00001fff, 4},
+            {6u << 16, 0x00ff0000, 8},     {0xC6120002u, 0xffffffff, 12},
+            {0xC6120402u, 0xffffffff, 16}, {16448u << 16, 0xffc0u << 16, 20}};
+  f.flowid = Handle{1, 0x1001};
+  const Message m = build_u32_filter(kIfindex, Handle{1, 1}, f);
+  CHECK(m.type() == RTM_NEWTFILTER);
+  CHECK(is_create(m));
+  const TcMessage tc(m);
+  CHECK(tc.kind() == "u32");
+  CHECK(tc.tcm->tcm_ifindex == kIfindex);
+  CHECK(tc.tcm->tcm_parent == 0x00010001u);  // the link class's own filter chain
+  CHECK(tc.tcm->tcm_handle == 7u);
+  CHECK(TC_H_MAJ(tc.tcm->tcm_info) >> 16 == 1u);
+  CHECK(ntohs(TC_H_MIN(tc.tcm->tcm_info)) == ETH_P_IP);
+  const U32Selector u32(tc);
+  CHECK(u32.classid == 0x00011001u);
+  CHECK((u32.flags & TC_U32_TERMINAL) != 0);
+  REQUIRE(u32.nkeys == 6);
+  CHECK(u32.keys == f.keys);
+}
+
+TEST_CASE("u32 filter: a catch-all for every protocol; value bits outside the mask dropped", "[netlink]") {
+  U32Filter all;
+  all.prio = 2;
+  all.protocol = ETH_P_ALL;
+  all.keys = {{0, 0, 0}};
+  all.flowid = Handle{1, 0x1000};
+  const TcMessage tc(build_u32_filter(kIfindex, Handle{1, 2}, all));
+  CHECK(tc.tcm->tcm_handle == 0u);  // the kernel picks it
+  CHECK(ntohs(TC_H_MIN(tc.tcm->tcm_info)) == ETH_P_ALL);
+  const U32Selector u32(tc);
+  CHECK(u32.classid == 0x00011000u);
+  REQUIRE(u32.keys.size() == 1);
+  CHECK(u32.keys[0] == U32Key{0, 0, 0});
+
+  U32Filter port;
+  port.keys = {{0x4040ffffu, 0xffc00000u, 20}};
+  port.flowid = Handle{1, 3};
+  const U32Selector masked(TcMessage(build_u32_filter(kIfindex, Handle{1, 2}, port)));
+  CHECK(masked.keys[0] == U32Key{0x40400000u, 0xffc00000u, 20});
+}
+
+TEST_CASE("u32 filter: prio 0 and unaligned offsets refused", "[netlink]") {
+  U32Filter f;
+  f.flowid = Handle{1, 3};
+  f.prio = 0;
+  CHECK_THROWS_AS(build_u32_filter(kIfindex, Handle{1, 0}, f), Error);
+  f.prio = 1;
+  f.keys = {{0, 0xffff, 22}};
+  CHECK_THROWS_AS(build_u32_filter(kIfindex, Handle{1, 0}, f), Error);
+}
+
+TEST_CASE("filter delete: one u32 node, or a whole prio", "[netlink]") {
+  const Message one = build_delete_filter(kIfindex, Handle{1, 1}, 1, ETH_P_IP, 0x80000003u);
+  CHECK(one.type() == RTM_DELTFILTER);
+  CHECK((one.flags() & (NLM_F_CREATE | NLM_F_EXCL | NLM_F_REPLACE)) == 0);
+  const TcMessage tc(one);
+  CHECK(tc.tcm->tcm_ifindex == kIfindex);
+  CHECK(tc.tcm->tcm_parent == 0x00010001u);
+  CHECK(tc.tcm->tcm_handle == 0x80000003u);
+  CHECK(TC_H_MAJ(tc.tcm->tcm_info) >> 16 == 1u);
+  CHECK(ntohs(TC_H_MIN(tc.tcm->tcm_info)) == ETH_P_IP);
+  CHECK(tc.tb[TCA_KIND] == nullptr);
+
+  const TcMessage all(build_delete_filter(kIfindex, Handle{1, 1}, 2, ETH_P_ALL, 0));
+  CHECK(all.tcm->tcm_handle == 0u);  // the whole u32 instance of prio 2
+  CHECK(TC_H_MAJ(all.tcm->tcm_info) >> 16 == 2u);
+  CHECK(ntohs(TC_H_MIN(all.tcm->tcm_info)) == ETH_P_ALL);
+  // Prio 0 would flush every filter under the parent.
+  CHECK_THROWS_AS(build_delete_filter(kIfindex, Handle{1, 1}, 0, ETH_P_IP, 0), Error);
+}
+
+TEST_CASE("class delete and class dump", "[netlink]") {
+  const Message del = build_delete_class(kIfindex, Handle{1, 0x1002});
+  CHECK(del.type() == RTM_DELTCLASS);
+  CHECK((del.flags() & (NLM_F_CREATE | NLM_F_EXCL | NLM_F_REPLACE)) == 0);
+  const TcMessage tc(del);
+  CHECK(tc.tcm->tcm_ifindex == kIfindex);
+  CHECK(tc.tcm->tcm_handle == 0x00011002u);
+
+  const Message dump = build_class_dump(kIfindex);
+  CHECK(dump.type() == RTM_GETTCLASS);
+  CHECK((dump.flags() & NLM_F_DUMP) == NLM_F_DUMP);
+  const TcMessage d(dump);
+  CHECK(d.tcm->tcm_ifindex == kIfindex);
+  CHECK(d.tcm->tcm_handle == 0u);
 }
 
 TEST_CASE("messages move and expose their bytes", "[netlink]") {

@@ -49,4 +49,22 @@ WanLinkTc wan_link_tc(const core::Topology& topo, const core::WanLink& link) {
   return tc;
 }
 
+WanGateTc wan_gate_tc(const core::Topology& topo, const core::WanLink& link, std::size_t children) {
+  const auto tc = wan_link_tc(topo, link);  // the link's class: its rate (kOutageHtbRate in an outage)
+  const int mtu = topo.lan.mtu;
+  const Rate link_rate = tc.htb.rate;
+  const std::uint64_t min_bps = 8;  // HTB's smallest rate: 1 byte/s
+  const Rate share{std::max(min_bps, link_rate.bps / std::max<std::size_t>(children, 1))};
+  const std::uint32_t quantum = htb_quantum(link_rate, mtu);
+  WanGateTc g;
+  g.open = {share, link_rate, htb_burst(share, mtu), htb_burst(link_rate, mtu), quantum};
+  // Closed: a one-frame bucket at a small ceil. In an outage the link rate is the outage's
+  // fast class rate, so what a closed gate held when the link went down leaves with the
+  // rest (see kOutageHtbRate); nothing new arrives (netem drops it all).
+  const Rate closed{std::max(min_bps, link_rate.bps / kClosedGateShare)};
+  const Bytes frame{static_cast<std::uint64_t>(mtu) + 14};
+  g.closed = {std::min(share, closed), closed, frame, frame, quantum};
+  return g;
+}
+
 }  // namespace wanlab::lab

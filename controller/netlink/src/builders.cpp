@@ -1,5 +1,6 @@
 // Traffic-control messages built as values (no socket, no kernel), so that unit tests
 // can read them back; Socket sends them.
+#include <arpa/inet.h>
 #include <linux/if_ether.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
@@ -233,6 +234,78 @@ Message build_u32_src_filter(int ifindex, Handle parent, std::uint16_t prio, std
   nl_msg* raw = nullptr;
   check(rtnl_cls_build_add_request(filter.get(), create_flags(), &raw), op, object);
   return Message(raw);
+}
+
+std::uint32_t u32_node(std::uint32_t node) {
+  // u32 handles are htid (12 bits) : hash (8 bits) : node (12 bits). A handle with htid 0
+  // names a node of the instance's root table, whatever that table's id.
+  return node & 0xfff;
+}
+
+Message build_u32_filter(int ifindex, Handle parent, const U32Filter& f) {
+  const std::string op = "build u32 filter";
+  const std::string object = fmt::format("prio {} to {} on ifindex {}", f.prio, f.flowid.to_string(), ifindex);
+  if (f.prio == 0) throw Error(op, object, EINVAL, "prio 0 lets the kernel pick one");
+  for (const auto& k : f.keys)
+    if (k.offset < 0 || k.offset % 4 != 0) throw Error(op, object, EINVAL, "key offset not a multiple of 4");
+
+  libnl::ClsPtr filter(check_alloc(rtnl_cls_alloc(), op, object));
+  rtnl_tc* tc = libnl::as_tc(filter.get());
+  rtnl_tc_set_ifindex(tc, ifindex);
+  rtnl_tc_set_parent(tc, parent.raw());
+  if (f.handle != 0) rtnl_tc_set_handle(tc, f.handle);
+  check(rtnl_tc_set_kind(tc, "u32"), op, object);
+  rtnl_cls_set_prio(filter.get(), f.prio);
+  rtnl_cls_set_protocol(filter.get(), f.protocol);
+  // Value and mask in host order here; libnl stores them in network order.
+  for (const auto& k : f.keys)
+    check(rtnl_u32_add_key_uint32(filter.get(), k.value & k.mask, k.mask, k.offset, 0), op, object);
+  check(rtnl_u32_set_cls_terminal(filter.get()), op, object);
+  check(rtnl_u32_set_classid(filter.get(), f.flowid.raw()), op, object);
+
+  nl_msg* raw = nullptr;
+  check(rtnl_cls_build_add_request(filter.get(), create_flags(), &raw), op, object);
+  return Message(raw);
+}
+
+namespace {
+// A bare tc request: the header and a tcmsg, no attributes.
+Message tc_request(int type, int flags, int ifindex, std::uint32_t parent, std::uint32_t handle, std::uint32_t info,
+                   const std::string& operation, const std::string& object) {
+  libnl::MsgPtr msg(check_alloc(nlmsg_alloc_simple(type, flags), operation, object));
+  tcmsg tcm{};
+  tcm.tcm_family = AF_UNSPEC;
+  tcm.tcm_ifindex = ifindex;
+  tcm.tcm_parent = parent;
+  tcm.tcm_handle = handle;
+  tcm.tcm_info = info;
+  check(nlmsg_append(msg.get(), &tcm, sizeof(tcm), NLMSG_ALIGNTO), operation, object);
+  return Message(msg.release());
+}
+}  // namespace
+
+Message build_delete_filter(int ifindex, Handle parent, std::uint16_t prio, std::uint16_t protocol,
+                            std::uint32_t handle) {
+  const std::string op = "build filter delete";
+  const std::string object =
+      fmt::format("prio {} handle {:x} under {} on ifindex {}", prio, handle, parent.to_string(), ifindex);
+  // Prio 0 would delete every filter under the parent.
+  if (prio == 0) throw Error(op, object, EINVAL, "prio 0 names every filter");
+  // tcm_info: the prio in the upper 16 bits, the protocol (network order) in the lower.
+  const std::uint32_t info = TC_H_MAKE(std::uint32_t{prio} << 16, htons(protocol));
+  return tc_request(RTM_DELTFILTER, NLM_F_REQUEST, ifindex, parent.raw(), handle, info, op, object);
+}
+
+Message build_delete_class(int ifindex, Handle classid) {
+  const std::string op = "build class delete";
+  const std::string object = tc_object(classid, ifindex);
+  return tc_request(RTM_DELTCLASS, NLM_F_REQUEST, ifindex, 0, classid.raw(), 0, op, object);
+}
+
+Message build_class_dump(int ifindex) {
+  const std::string op = "build class dump";
+  const std::string object = fmt::format("ifindex {}", ifindex);
+  return tc_request(RTM_GETTCLASS, NLM_F_REQUEST | NLM_F_DUMP, ifindex, 0, 0, 0, op, object);
 }
 
 }  // namespace wanlab::netlink

@@ -455,6 +455,38 @@ void Socket::add_u32_src_filter(const std::string& ifname, Handle parent, std::u
        object);
 }
 
+void Socket::add_u32_filter(const std::string& ifname, Handle parent, const U32Filter& f) {
+  const std::string op = "add u32 filter";
+  const std::string object = in_ns(fmt::format("prio {} handle {:x} under {} to {} on {}", f.prio, f.handle,
+                                               parent.to_string(), f.flowid.to_string(), ifname),
+                                   ns_name_);
+  send(build_u32_filter(require_ifindex(*this, ifname, op, object), parent, f), op, object);
+}
+
+bool Socket::delete_filter(const std::string& ifname, Handle parent, std::uint16_t prio, std::uint16_t protocol,
+                           std::uint32_t handle) {
+  const std::string op = "delete filter";
+  const std::string object =
+      in_ns(fmt::format("prio {} handle {:x} under {} on {}", prio, handle, parent.to_string(), ifname), ns_name_);
+  const Message msg = build_delete_filter(require_ifindex(*this, ifname, op, object), parent, prio, protocol, handle);
+  std::string detail;
+  const int err = exchange(sock_, msg.get(), nullptr, detail);
+  if (err == ENOENT) return false;
+  if (err != 0) throw Error(op, object, err, detail);
+  return true;
+}
+
+bool Socket::delete_class(const std::string& ifname, Handle classid) {
+  const std::string op = "delete class";
+  const std::string object = tc_object(classid, ifname, ns_name_);
+  const Message msg = build_delete_class(require_ifindex(*this, ifname, op, object), classid);
+  std::string detail;
+  const int err = exchange(sock_, msg.get(), nullptr, detail);
+  if (err == ENOENT) return false;
+  if (err != 0) throw Error(op, object, err, detail);
+  return true;
+}
+
 namespace {
 // One qdisc or class by handle: a single get request (parent 0, the handle alone finds
 // it), not a dump of every object in the namespace. The kernel answers a tc get as a
@@ -489,6 +521,25 @@ std::optional<TcStats> Socket::class_stats(const std::string& ifname, Handle cla
   const std::string op = "read class stats";
   const std::string object = tc_object(classid, ifname, ns_name_);
   return tc_stats(sock_, RTM_GETTCLASS, require_ifindex(*this, ifname, op, object), classid, op, object);
+}
+
+std::vector<std::pair<Handle, TcStats>> Socket::all_class_stats(const std::string& ifname) {
+  const std::string op = "read class stats";
+  const std::string object = in_ns("every class on " + ifname, ns_name_);
+  const Message msg = build_class_dump(require_ifindex(*this, ifname, op, object));
+  std::vector<std::pair<Handle, TcStats>> out;
+  const ReplyHandler on_reply = [&](nl_msg* reply) {
+    if (nlmsg_hdr(reply)->nlmsg_type != RTM_NEWTCLASS) return;
+    if (auto obj = parse_object(reply)) {
+      const std::uint32_t h = rtnl_tc_get_handle(libnl::as_tc(obj->get()));
+      out.emplace_back(Handle{static_cast<std::uint16_t>(h >> 16), static_cast<std::uint16_t>(h & 0xffff)},
+                       stats_of(obj->get()));
+    }
+  };
+  std::string detail;
+  const int err = exchange(sock_, msg.get(), &on_reply, detail);
+  if (err != 0) throw Error(op, object, err, detail);
+  return out;
 }
 
 }  // namespace wanlab::netlink

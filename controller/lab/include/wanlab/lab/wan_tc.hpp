@@ -34,6 +34,23 @@ WanLinkTc wan_link_tc(const core::Topology& topo, const core::WanLink& link);
 /// The link's queue limit in packets (its `queue`, or 1.5 x BDP), outage or not.
 std::uint32_t queue_limit_packets(const core::Topology& topo, const core::WanLink& link);
 
+/// Per-flow gates on a link (kernel backend, KernelShaper::set_flows): the link's class
+/// 1:<src+1> becomes an inner class (same rate and ceil) whose children are one class per
+/// gated flow and one default class for the link's other traffic, each with a netem leaf
+/// with the link's netem parameters. The children share the link's rate as their own
+/// (guaranteed) rate and may borrow up to the link rate; a closed gate is the same class
+/// with a ceil of 1/kClosedGateShare of the link rate (and a one-frame bucket), so a closed
+/// flow gets at most about 1 % of the link; opening it restores the ceil in place.
+inline constexpr std::uint64_t kClosedGateShare = 100;
+
+struct WanGateTc {
+  netlink::HtbClassParams open;    // a flow whose gate is open; the default class
+  netlink::HtbClassParams closed;  // a flow whose gate is closed
+};
+
+/// The children's parameters for a link with `children` child classes (flows + default).
+WanGateTc wan_gate_tc(const core::Topology& topo, const core::WanLink& link, std::size_t children);
+
 /// HTB bucket size for a rate: 1 ms worth of bytes, at least 4 full frames, so the
 /// average rate holds under timer slack without letting long bursts through.
 Bytes htb_burst(Rate rate, int mtu);

@@ -126,6 +126,31 @@ struct Handle {
   static Handle root();           // TC_H_ROOT
 };
 
+/// One key of a u32 filter: the 32-bit word at byte `offset` of the IPv4 header (a
+/// multiple of 4), masked, must equal `value`. Host order; the message carries network order.
+struct U32Key {
+  std::uint32_t value = 0;
+  std::uint32_t mask = 0;
+  int offset = 0;
+  bool operator==(const U32Key&) const = default;
+};
+
+/// A u32 filter with any number of keys (all must match; none: every packet matches) that
+/// sends what it matches to `flowid`. Filters of one `prio` and protocol form one u32
+/// instance, tried before those of a higher prio.
+struct U32Filter {
+  std::uint16_t prio = 1;
+  std::uint16_t protocol = 0x0800;  // ethertype, host order (ETH_P_IP; 0x0003 ETH_P_ALL)
+  std::uint32_t handle = 0;         // 0: the kernel picks (nodes 0x800 and up); else u32_node(N)
+  std::vector<U32Key> keys;
+  Handle flowid;
+};
+
+/// The handle of node `node` (1..0xfff) in a u32 instance's root hash table, tc's "<ht>::N".
+/// The table's id is left 0: the kernel fills it in (800: for the first u32 instance under a
+/// parent, 801: and on for the next ones).
+std::uint32_t u32_node(std::uint32_t node);
+
 /// A netlink message built but not sent (for inspection in tests).
 class Message {
  public:
@@ -152,6 +177,16 @@ Message build_netem_qdisc(int ifindex, Handle parent, Handle handle, const Netem
 Message build_pfifo_qdisc(int ifindex, Handle parent, Handle handle, std::uint32_t limit_packets, bool replace);
 Message build_u32_src_filter(int ifindex, Handle parent, std::uint16_t prio, std::uint32_t src_addr /*host order*/,
                              int prefix_len, Handle flowid);
+Message build_u32_filter(int ifindex, Handle parent, const U32Filter& f);
+/// Deletes the filter `handle` of the u32 instance at `prio`/`protocol` under `parent`; a
+/// handle of 0 deletes that whole instance (every filter of the prio).
+Message build_delete_filter(int ifindex, Handle parent, std::uint16_t prio, std::uint16_t protocol,
+                            std::uint32_t handle);
+/// Deletes a class (and the qdisc under it). The kernel refuses while a filter points to it
+/// or it has children.
+Message build_delete_class(int ifindex, Handle classid);
+/// Asks for every class on an interface (a dump: one reply per class, then done).
+Message build_class_dump(int ifindex);
 
 /// A NETLINK_ROUTE socket bound to the namespace it was opened in (the calling thread's,
 /// or the given one). All operations act inside that namespace. Not thread-safe; one per
@@ -193,9 +228,18 @@ class Socket {
   void change_pfifo(const std::string& ifname, Handle parent, Handle handle, std::uint32_t limit);
   void add_u32_src_filter(const std::string& ifname, Handle parent, std::uint16_t prio, std::uint32_t src_addr,
                           int prefix_len, Handle flowid);
+  void add_u32_filter(const std::string& ifname, Handle parent, const U32Filter& f);
+  /// See build_delete_filter. Returns false if there was no such filter (or prio).
+  bool delete_filter(const std::string& ifname, Handle parent, std::uint16_t prio, std::uint16_t protocol,
+                     std::uint32_t handle);
+  /// Returns false if there was no such class.
+  bool delete_class(const std::string& ifname, Handle classid);
   /// Counters of a qdisc / class by handle; nullopt if absent.
   std::optional<TcStats> qdisc_stats(const std::string& ifname, Handle handle);
   std::optional<TcStats> class_stats(const std::string& ifname, Handle classid);
+  /// Counters of every class on the interface, in one dump (for classes of a leaf, the
+  /// queue figures are its qdisc's).
+  std::vector<std::pair<Handle, TcStats>> all_class_stats(const std::string& ifname);
 
  private:
   Socket(nl_sock* s, std::string ns_name);
