@@ -219,6 +219,9 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
 
   void carry_out(const WindowActions& out) {
     auto& a = *active;
+    // Grants first: the agents need a moment to start sending, and each gate switch waits
+    // for the data plane to apply it; the gates are open before the first bytes get there.
+    send_all(out.messages);
     if (a.gated) {
       for (const auto& g : out.gates) {
         try {
@@ -228,7 +231,6 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
         }
       }
     }
-    send_all(out.messages);
   }
 
   // Every few ms while windows are in use: the flows' bytes on the wire, window ends.
