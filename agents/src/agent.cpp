@@ -121,6 +121,32 @@ void Agent::loop() {
 
 void Agent::on_message(const nlohmann::json& m) {
   const auto type = m.value("type", std::string{});
+  // A grant is on the critical path of a WAN transfer: act on it here, on the channel's
+  // thread, rather than behind whatever the agent's own thread is doing.
+  if (type == "grant") {
+    // Under mutex_, so the run cannot be torn down while its send starts.
+    std::lock_guard lock(mutex_);
+    if (!run_ || run_->id != m.value("run", std::string{})) return;
+    std::function<void()> go;
+    {
+      const Run::WindowKey key{m.at("worker").get<int>(), m.at("peer").get<int>(), m.at("iteration").get<int>(),
+                               m.at("tag").get<std::uint32_t>()};
+      std::lock_guard wlock(run_->windows_mutex);
+      const auto it = run_->waiting_grant.find(key);
+      if (it == run_->waiting_grant.end()) {
+        run_->early_grants.insert(key);
+        return;
+      }
+      go = std::move(it->second);
+      run_->waiting_grant.erase(it);
+    }
+    try {
+      go();
+    } catch (const std::exception& e) {
+      spdlog::error("agent {}: run {}: {}", options_.node, run_->id, e.what());
+    }
+    return;
+  }
   // An abort must not wait behind a long setup step: stop the data plane now, clean up in order.
   if (type == "abort") {
     std::lock_guard lock(mutex_);
@@ -324,22 +350,7 @@ void Agent::handle(const nlohmann::json& m) {
     return;
   }
   if (!run_ || run_->id != run_id) return;  // a stale message of an earlier run
-  if (type == "grant") {
-    const Run::WindowKey key{m.at("worker").get<int>(), m.at("peer").get<int>(), m.at("iteration").get<int>(),
-                             m.at("tag").get<std::uint32_t>()};
-    std::function<void()> go;
-    {
-      std::lock_guard lock(run_->windows_mutex);
-      const auto it = run_->waiting_grant.find(key);
-      if (it == run_->waiting_grant.end()) {
-        run_->early_grants.insert(key);
-        return;
-      }
-      go = std::move(it->second);
-      run_->waiting_grant.erase(it);
-    }
-    go();
-  } else if (type == "connect") {
+  if (type == "connect") {
     try {
       const auto deadline = Clock::now() + std::chrono::seconds(20);
       run_->data->connect(run_->outgoing, run_->peers, deadline);

@@ -32,12 +32,12 @@ const workload::Plan& plan() {
   return p;
 }
 
-RunWindows make(const std::string& policy = "atlas", bool lookahead = false) {
+RunWindows make(const std::string& policy = "atlas", arbiter::Nanos lookahead = 0, double rate = 1e9) {
   arbiter::ArbiterOptions o;
   o.idle_timeout = 100 * kMs;
   o.pack_small_transfers = false;  // this plan's messages are tiny: keep one window at a time
   o.handover_lead = 0;
-  return RunWindows("r1", plan(), {1e9, 1e9}, arbiter::make_policy(policy), o, lookahead);
+  return RunWindows("r1", plan(), {rate, rate}, arbiter::make_policy(policy), o, lookahead);
 }
 
 json want(int worker, int peer, int iteration, std::uint32_t tag) {
@@ -117,20 +117,32 @@ TEST_CASE("windows: progress from flow counters ends a window and passes the lin
   REQUIRE(b.gates == std::vector<GateSwitch>{{{0, 1}, 2, true}, {{0, 1}, 3, true}});
 }
 
-TEST_CASE("windows: with lookahead the next in line hears its grant before its window", "[unit][run][windows]") {
-  auto w = make("atlas", true);
+TEST_CASE("windows: with lookahead the next in line hears its grant shortly before its window",
+          "[unit][run][windows]") {
+  auto w = make("atlas", 10 * kMs, 1e5);  // 100 kbit/s: 10 ms is 125 bytes
   WindowActions a;
   (void)w.want(want(0, 4, 0, 0), 0, a);
   WindowActions b;
   (void)w.want(want(2, 6, 0, 0), kMs, b);
-  // Told now, but its gates stay closed while replica 0 holds the window.
-  REQUIRE(grants(b) == std::vector<std::pair<std::string, int>>{{"use-1", 2}, {"use-1", 3}});
-  REQUIRE(b.gates.empty());
-  WindowActions c;
-  (void)w.delivered(delivered(0, 4, 0, 0), 2 * kMs, c);
-  (void)w.delivered(delivered(1, 5, 0, 0), 2 * kMs, c);
-  REQUIRE(c.messages.empty());  // no second grant
-  REQUIRE(c.gates == std::vector<GateSwitch>{{{0, 1}, 0, false}, {{0, 1}, 1, false}, {{0, 1}, 2, true},
+  REQUIRE(b.messages.empty());  // replica 0 has all its bytes still to send
+  // Replica 0 is under 10 ms from the end of its bytes: replica 1 is told now, its gates
+  // stay closed while replica 0 holds the window.
+  const auto bytes = w.arbiter().transfer(1).spec.bytes;
+  REQUIRE(bytes > 1'000);
+  std::vector<shaping::FlowCounters> c(4);
+  for (int i = 0; i < 4; ++i) c[static_cast<std::size_t>(i)].id = i;
+  c[0].admitted_bytes = (bytes - 100) / 2;
+  c[1].admitted_bytes = (bytes - 100) / 2;
+  w.flow_bytes({0, 1}, c, 2 * kMs);
+  WindowActions t;
+  w.tick(2 * kMs, t);
+  REQUIRE(grants(t) == std::vector<std::pair<std::string, int>>{{"use-1", 2}, {"use-1", 3}});
+  REQUIRE(t.gates.empty());
+  WindowActions d;
+  (void)w.delivered(delivered(0, 4, 0, 0), 3 * kMs, d);
+  (void)w.delivered(delivered(1, 5, 0, 0), 3 * kMs, d);
+  REQUIRE(d.messages.empty());  // no second grant
+  REQUIRE(d.gates == std::vector<GateSwitch>{{{0, 1}, 0, false}, {{0, 1}, 1, false}, {{0, 1}, 2, true},
                                              {{0, 1}, 3, true}});
 }
 

@@ -216,6 +216,11 @@ void Arbiter::schedule(Link& l, Nanos now) {
   }
 }
 
+std::vector<TransferId> Arbiter::owners(LinkId link) const {
+  const auto it = links_.find(link);
+  return it == links_.end() ? std::vector<TransferId>{} : it->second.owners;
+}
+
 std::optional<TransferId> Arbiter::next_in_line(LinkId link) const {
   const auto it = links_.find(link);
   if (it == links_.end() || it->second.waiting.empty()) return std::nullopt;

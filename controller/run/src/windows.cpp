@@ -37,7 +37,7 @@ Nanos compute_before(const workload::Plan& plan, int w, std::size_t index) {
 }  // namespace
 
 RunWindows::RunWindows(std::string run_id, const workload::Plan& plan, const std::vector<double>& rates_bps,
-                       std::unique_ptr<arbiter::Policy> policy, arbiter::ArbiterOptions options, bool lookahead)
+                       std::unique_ptr<arbiter::Policy> policy, arbiter::ArbiterOptions options, Nanos lookahead)
     : run_id_(std::move(run_id)), plan_(plan), arbiter_(std::move(policy), options), lookahead_(lookahead) {
   const auto& topo = plan.topology;
   if (rates_bps.size() != topo.links.size())
@@ -210,9 +210,21 @@ void RunWindows::act(WindowActions& out, Nanos now) {
       }
     }
   }
-  if (!lookahead_) return;
+  if (lookahead_ <= 0) return;
   for (const auto& [link, flows] : flows_) {
-    if (const auto next = arbiter_.next_in_line(link)) grant_agents(groups_.at(by_id_.at(*next)), out);
+    const auto next = arbiter_.next_in_line(link);
+    if (!next || groups_.at(by_id_.at(*next)).agents_granted) continue;
+    const double rate = arbiter_.capacity(link);
+    if (rate <= 0) continue;
+    // The window holder closest to its end.
+    std::optional<Nanos> left;
+    for (const auto id : arbiter_.owners(link)) {
+      const auto& t = arbiter_.transfer(id);
+      const auto rest = t.spec.bytes > t.progress ? t.spec.bytes - t.progress : 0;
+      const auto ns = static_cast<Nanos>(static_cast<double>(rest) * 8e9 / rate);
+      if (!left || ns < *left) left = ns;
+    }
+    if (left && *left <= lookahead_) grant_agents(groups_.at(by_id_.at(*next)), out);
   }
 }
 

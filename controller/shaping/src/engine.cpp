@@ -261,9 +261,9 @@ struct Engine::Impl {
     return link_of[src * n + dst];
   }
 
-  // The caller (holding `lock`) queued a gate op: has the engine thread apply it, and waits
-  // until it has (or applies it here where the thread is not running).
-  void submit_gate_op(std::unique_lock<std::mutex>& lock) {
+  // The caller (holding `lock`) queued a gate op: has the engine thread apply it, and (with
+  // `wait`) waits until it has; applies it here where the thread is not running.
+  void submit_gate_op(std::unique_lock<std::mutex>& lock, bool wait = true) {
     const std::uint64_t ticket = ++gate_ops_requested;
     has_pending.store(true, std::memory_order_release);
     if (!running) {
@@ -272,6 +272,7 @@ struct Engine::Impl {
       return;
     }
     wake();
+    if (!wait) return;
     while (gate_ops_applied < ticket) {
       if (gate_ops_cv.wait_for(lock, std::chrono::milliseconds(100)) == std::cv_status::timeout && !thread_alive)
         throw std::runtime_error("the userspace engine is not running");
@@ -642,7 +643,9 @@ void Engine::set_gate(std::size_t src, std::size_t dst, int flow, bool open) {
   if (std::find(ids.begin(), ids.end(), flow) == ids.end())
     throw std::out_of_range(fmt::format("no gated flow {} on engine link {}->{}", flow, src, dst));
   impl_->pending_gates.push_back({id, false, nullptr, flow, open});
-  impl_->submit_gate_op(lock);
+  // Not waited for: a run switches gates at every window boundary, and the engine thread
+  // applies queued ops in order within microseconds of the wake-up.
+  impl_->submit_gate_op(lock, false);
 }
 
 std::vector<FlowCounters> Engine::flow_counters(std::size_t src, std::size_t dst) const {

@@ -170,6 +170,8 @@ class Arbiter {
   /// Events since the last call, oldest first.
   std::vector<Event> take_events();
   const Transfer& transfer(TransferId id) const;
+  /// The transfers holding windows on `link` now (exclusive policies).
+  std::vector<TransferId> owners(LinkId link) const;
   /// The pending transfer that would get `link` next if nothing else asks first.
   std::optional<TransferId> next_in_line(LinkId link) const;
   /// Windows that ended, in the order they ended.

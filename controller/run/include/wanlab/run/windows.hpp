@@ -48,13 +48,16 @@ struct WindowActions {
 
 class RunWindows {
  public:
-  /// `rates_bps`: per topology link (same order), the rate in force (scaled). `lookahead`
-  /// (only where the data plane gates flows): the transfer next in line on a link is
-  /// granted to its agents while the current window is still open, so its first bytes
-  /// already wait at the closed gate when the window passes to it and the link does not
-  /// idle between windows; the gate, not the agent, then marks the window's start.
+  /// `rates_bps`: per topology link (same order), the rate in force (scaled).
+  /// `lookahead` > 0 (only where the data plane gates flows): the transfer next in line on
+  /// a link hears its grant once a window holder has at most that long left at the link
+  /// rate, so its first bytes already wait at its closed gate when the window passes to it
+  /// and the control round trip (want -> grant -> agent -> TCP) is hidden; the gate, not
+  /// the agent, marks the window's start. Kept short: packets held longer than TCP's
+  /// retransmission timeout would be sent again.
   RunWindows(std::string run_id, const workload::Plan& plan, const std::vector<double>& rates_bps,
-             std::unique_ptr<arbiter::Policy> policy, arbiter::ArbiterOptions options = {}, bool lookahead = false);
+             std::unique_ptr<arbiter::Policy> policy, arbiter::ArbiterOptions options = {},
+             arbiter::Nanos lookahead = 0);
 
   /// The gated flows to declare per link before the run starts (every gate closed).
   const std::map<arbiter::LinkId, std::vector<shaping::GatedFlow>>& flows() const { return flows_; }
@@ -114,7 +117,7 @@ class RunWindows {
   std::string run_id_;
   const workload::Plan& plan_;
   arbiter::Arbiter arbiter_;
-  bool lookahead_ = false;
+  arbiter::Nanos lookahead_ = 0;
   std::map<arbiter::LinkId, std::vector<shaping::GatedFlow>> flows_;
   std::map<std::pair<int, int>, std::pair<arbiter::LinkId, int>> flow_of_;  // (src, dst) -> link, flow
   std::map<std::tuple<int, int, std::uint32_t>, Message> messages_;        // (src, dst, tag)

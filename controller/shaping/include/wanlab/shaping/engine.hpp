@@ -16,7 +16,8 @@
 // packets. Links without declared flows pay one branch per frame. The pool grows (mremap,
 // when flows are declared) by the packets the gates may hold, so held packets never take
 // the links' share. Declarations and gate changes are applied by the engine thread, like
-// link changes; set_flows and set_gate return once it has applied them. A link's counters
+// link changes; set_flows returns once it has applied them, set_gate at once (the thread
+// applies queued gate changes in order within microseconds). A link's counters
 // count what entered its model: held packets once their gate opens, not those dropped at
 // a full gate (the flow's `dropped` and EngineStats::gate_dropped count those).
 #include <array>
@@ -96,10 +97,11 @@ class Engine {
   /// declared (same id) keep their held packets and counters. Throws std::invalid_argument
   /// for a link that does not exist or duplicate or negative ids.
   void set_flows(std::size_t src, std::size_t dst, const std::vector<GatedFlow>& flows, std::size_t hold_packets);
-  /// Opens or closes a declared flow's gate (std::out_of_range for one not declared).
+  /// Opens or closes a declared flow's gate (std::out_of_range for one not declared);
+  /// returns without waiting for the engine thread, which applies it next.
   void set_gate(std::size_t src, std::size_t dst, int flow, bool open);
   /// Counters of the link's gated flows (declaration order) as of at most 10 ms ago, or of
-  /// the last set_flows/set_gate, whichever is later; empty where none are declared.
+  /// the last set_flows, whichever is later; empty where none are declared.
   std::vector<FlowCounters> flow_counters(std::size_t src, std::size_t dst) const;
   EngineStats stats() const;
 
