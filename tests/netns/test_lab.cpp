@@ -65,7 +65,7 @@ struct Iperf {
 };
 
 Iperf iperf(const std::string& lab, const std::string& from, const std::string& to_addr, int seconds) {
-  auto r = run(exec(lab, from, "iperf3 -C cubic -J --get-server-output -c " + to_addr + " -t " + std::to_string(seconds)));
+  auto r = run(exec(lab, from, "iperf3 -J --get-server-output -c " + to_addr + " -t " + std::to_string(seconds)));
   Iperf out{r.code, {}, 0, {}};
   try {
     auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));

@@ -98,10 +98,8 @@ struct Iperf {
   std::string error;
 };
 
-// Cubic whatever the host's default: BBR's periodic RTT probe dents a random 0.5 s
-// interval, which the per-interval checks would take for the link.
 Iperf iperf(const std::string& lab, int seconds) {
-  auto r = run(exec(lab, "use-0", "iperf3 -C cubic -J --get-server-output -i 0.5 -c 198.18.4.2 -t " + std::to_string(seconds)));
+  auto r = run(exec(lab, "use-0", "iperf3 -J --get-server-output -i 0.5 -c 198.18.4.2 -t " + std::to_string(seconds)));
   Iperf out;
   out.code = r.code;
   try {
