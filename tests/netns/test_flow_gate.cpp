@@ -15,6 +15,7 @@
 #include <regex>
 #include <thread>
 
+#include "iperf.hpp"
 #include "process.hpp"
 #include "wanlab/api/lab_controller.hpp"
 #include "wanlab/common/flows.hpp"
@@ -23,6 +24,8 @@
 
 using namespace wanlab;
 using namespace std::chrono_literals;
+using test::Iperf;
+using test::parse_iperf;
 using test::run;
 using Clock = std::chrono::steady_clock;
 
@@ -53,28 +56,6 @@ struct InProcessLab {
 
 std::string exec(const std::string& lab, const std::string& node, const std::string& cmd) {
   return test::wanlab() + " exec --lab " + lab + " " + node + " -- " + cmd;
-}
-
-struct Iperf {
-  int code = -1;
-  std::vector<double> interval_bps;  // receiver side, 0.5 s each
-  double received_bytes = 0;
-  std::string error;
-};
-
-Iperf parse_iperf(const test::Run& r) {
-  Iperf out;
-  out.code = r.code;
-  try {
-    auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
-    if (j.contains("error")) out.error = j["error"].get<std::string>();
-    for (const auto& i : j["server_output_json"]["intervals"])
-      out.interval_bps.push_back(i["sum"]["bits_per_second"].get<double>());
-    out.received_bytes = j["end"]["sum_received"]["bytes"].get<double>();
-  } catch (const std::exception& e) {
-    out.error = std::string("unparseable iperf3 output: ") + e.what() + ": " + r.out;
-  }
-  return out;
 }
 
 // Mean goodput over the 0.5 s intervals that lie wholly inside [from, to] s after the

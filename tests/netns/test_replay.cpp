@@ -20,10 +20,13 @@
 #include <regex>
 #include <thread>
 
+#include "iperf.hpp"
 #include "process.hpp"
 
 using namespace wanlab;
 using namespace std::chrono_literals;
+using test::Iperf;
+using test::parse_iperf;
 using test::run;
 using Clock = std::chrono::steady_clock;
 
@@ -92,25 +95,9 @@ void start_iperf_server(const std::string& lab, const std::string& node) {
   std::this_thread::sleep_for(300ms);
 }
 
-struct Iperf {
-  int code = -1;
-  std::vector<double> interval_bps;  // receiver side, 0.5 s each
-  std::string error;
-};
-
 Iperf iperf(const std::string& lab, int seconds) {
-  auto r = run(exec(lab, "use-0", "iperf3 -J --get-server-output -i 0.5 -c 198.18.4.2 -t " + std::to_string(seconds)));
-  Iperf out;
-  out.code = r.code;
-  try {
-    auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
-    if (j.contains("error")) out.error = j["error"].get<std::string>();
-    for (const auto& i : j["server_output_json"]["intervals"])
-      out.interval_bps.push_back(i["sum"]["bits_per_second"].get<double>());
-  } catch (const std::exception& e) {
-    out.error = std::string("unparseable iperf3 output: ") + e.what() + ": " + r.out;
-  }
-  return out;
+  return test::parse_iperf(
+      run(exec(lab, "use-0", "iperf3 -J --get-server-output -i 0.5 -c 198.18.4.2 -t " + std::to_string(seconds))));
 }
 
 // Interval i (of `len` s) covers tool time [i*len, (i+1)*len]: the intervals that lie in
