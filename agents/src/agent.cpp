@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "prefill.hpp"
 #include "wanlab/gpu/gpu_compute.hpp"
 
 namespace wanlab::agent {
@@ -57,13 +58,34 @@ struct Agent::Run {
   // agent can say when one has fully arrived.
   std::map<std::tuple<int, int, std::uint32_t>, std::uint64_t> wan_recv_bytes;
 
+  // BubbleTea: prefill on this node's GPUs (by slot), its traffic, the load generator.
+  std::map<int, std::unique_ptr<GpuShare>> shares;
+  std::map<int, std::unique_ptr<PrefillRunner>> runners;
+  std::map<int, Worker*> worker_of_slot;
+  std::unique_ptr<SideChannel> side;
+  std::mutex prefill_mutex;
+  std::map<int, int> job_slot;   // placed request -> slot
+  std::set<int> early_prompts;   // prompts that came before their placement
+  std::vector<std::pair<double, int>> arrivals;  // load generator: (seconds, tokens)
+  double deadline_s = 0;
+  bool decode = false;
+  std::thread loadgen;
+
+  void stop_prefill() {
+    for (auto& [slot, r] : runners) r->stop();
+    if (loadgen.joinable()) loadgen.join();
+    if (side) side->stop();
+  }
+
   void stop() {
     abort = true;
     wait_cv.notify_all();
     data->abort();
+    for (auto& [slot, sh] : shares) sh->notify();
     for (auto& t : threads)
       if (t.joinable()) t.join();
     threads.clear();
+    stop_prefill();
   }
   ~Run() { stop(); }
 };
@@ -147,6 +169,17 @@ void Agent::on_message(const nlohmann::json& m) {
     }
     return;
   }
+  // Placements and prompt orders are on a request's critical path too.
+  if (type == "prefill" || type == "prompt") {
+    std::lock_guard lock(mutex_);
+    if (!run_ || run_->id != m.value("run", std::string{})) return;
+    try {
+      on_prefill_message(*run_, m);
+    } catch (const std::exception& e) {
+      spdlog::error("agent {}: run {}: {}: {}", options_.node, run_->id, type, e.what());
+    }
+    return;
+  }
   // An abort must not wait behind a long setup step: stop the data plane now, clean up in order.
   if (type == "abort") {
     std::lock_guard lock(mutex_);
@@ -181,6 +214,116 @@ void Agent::abort_run(const std::string& why) {
     r = std::move(run_);
   }
   r->stop();
+}
+
+int Agent::slot_of_worker(Run& r, const Worker* w) {
+  for (const auto& [slot, worker] : r.worker_of_slot)
+    if (worker == w) return slot;
+  return -1;
+}
+
+void Agent::setup_prefill(Run& r, const nlohmann::json& p, bool cuda) {
+  const auto id = r.id;
+  Run* run = &r;
+  for (const auto& g : p.at("gpus")) {
+    const int slot = g.at("slot").get<int>();
+    auto share = std::make_unique<GpuShare>();
+    if (g.at("worker").get<int>() < 0) share->set_dedicated();
+    const int device = cuda ? slot % std::max(1, options_.gpus) : -1;
+    const int worker = g.at("worker").get<int>();
+    auto done = [this, run, id, worker, slot](const PrefillJob& job, const PrefillOutcome& out) {
+      auto d = msg("prefill_done", id);
+      d["id"] = job.id;
+      d["complete"] = out.complete;
+      d["started_ns"] = out.started_ns;
+      d["finished_ns"] = out.finished_ns;
+      d["preemptions"] = out.preemptions;
+      send_(d);
+      if (const auto it = run->worker_of_slot.find(slot); worker >= 0 && it != run->worker_of_slot.end())
+        for (const auto& span : out.spans) it->second->add_gpu_span(span);
+      if (out.complete && run->side)
+        run->side->send(job.decode_address, job.decode_port, SideChannel::Kind::kv, job.id, job.kv_bytes);
+    };
+    r.runners[slot] = std::make_unique<PrefillRunner>(*share, g.at("effective_flops").get<double>(), device, done);
+    r.shares[slot] = std::move(share);
+  }
+  r.decode = p.value("decode", false);
+  if (p.contains("loadgen")) {
+    for (const auto& a : p.at("loadgen").at("arrivals")) r.arrivals.emplace_back(a.at(0).get<double>(), a.at(1).get<int>());
+  }
+  r.side = std::make_unique<SideChannel>();
+  r.side->listen(p.at("port").get<std::uint16_t>(), [this, run, id](SideChannel::Kind kind, int req, std::uint64_t) {
+    if (kind == SideChannel::Kind::kv) {
+      auto k = msg("kv_received", id);
+      k["id"] = req;
+      k["at_unix_ns"] = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+      send_(k);
+      return;
+    }
+    std::lock_guard lock(run->prefill_mutex);
+    if (const auto it = run->job_slot.find(req); it != run->job_slot.end()) {
+      run->runners.at(it->second)->prompt_arrived(req);
+      run->job_slot.erase(it);
+    } else {
+      run->early_prompts.insert(req);
+    }
+  });
+}
+
+void Agent::start_prefill(Run& r, std::chrono::steady_clock::time_point start) {
+  for (auto& [slot, runner] : r.runners) runner->start(start);
+  if (r.arrivals.empty()) return;
+  Run* run = &r;
+  const auto id = r.id;
+  r.loadgen = std::thread([this, run, id, start] {
+    for (std::size_t i = 0; i < run->arrivals.size(); ++i) {
+      const auto [at_s, tokens] = run->arrivals[i];
+      const auto when = start + std::chrono::nanoseconds(static_cast<std::int64_t>(at_s * 1e9));
+      {
+        std::unique_lock lock(run->wait_mutex);
+        if (run->wait_cv.wait_until(lock, when, [&] { return run->abort.load(); })) return;
+      }
+      auto q = msg("prefill_request", id);
+      q["id"] = static_cast<int>(i);
+      q["at_ns"] = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+      q["tokens"] = tokens;
+      send_(q);
+    }
+  });
+}
+
+void Agent::on_prefill_message(Run& r, const nlohmann::json& m) {
+  const auto type = m.at("type").get<std::string>();
+  if (type == "prompt") {
+    if (!r.side) throw std::runtime_error("a prompt order, but this node has no prefill role");
+    r.side->send(m.at("address").get<std::string>(), m.at("port").get<std::uint16_t>(), SideChannel::Kind::prompt,
+                 m.at("id").get<int>(), m.at("bytes").get<std::uint64_t>());
+    return;
+  }
+  PrefillJob job;
+  job.id = m.at("id").get<int>();
+  const int slot = m.at("slot").get<int>();
+  job.start_ns = m.at("start_ns").get<std::int64_t>();
+  job.tokens = m.at("tokens").get<int>();
+  job.layers = m.at("layers").get<int>();
+  job.flops_per_layer = m.at("flops_per_layer").get<double>();
+  job.layer = program::stage_shape_from_json(m.at("layer_shape"));
+  job.kv_bytes = m.at("kv_bytes").get<std::uint64_t>();
+  job.decode_address = m.at("decode").at("address").get<std::string>();
+  job.decode_port = m.at("decode").at("port").get<std::uint16_t>();
+  const auto runner = r.runners.find(slot);
+  if (runner == r.runners.end()) throw std::runtime_error(fmt::format("a prefill for GPU {}, which runs none", slot));
+  bool prompt_here = false;
+  {
+    std::lock_guard lock(r.prefill_mutex);
+    prompt_here = r.early_prompts.erase(job.id) > 0;
+    if (!prompt_here) r.job_slot[job.id] = slot;
+  }
+  const int id = job.id;
+  runner->second->add(std::move(job));
+  if (prompt_here) runner->second->prompt_arrived(id);
 }
 
 void Agent::handle(const nlohmann::json& m) {
@@ -292,6 +435,7 @@ void Agent::handle(const nlohmann::json& m) {
 
       const auto compute = a.at("compute").get<std::string>();
       const int iterations = a.at("iterations").get<int>();
+      if (a.contains("prefill")) setup_prefill(*r, a.at("prefill"), compute == "cuda");
       std::size_t wi = 0;
       for (const auto& w : a.at("workers")) {
         const double eff = w.at("effective_flops").get<double>();
@@ -330,13 +474,20 @@ void Agent::handle(const nlohmann::json& m) {
           };
         }
         const auto id = r->id;
-        wo.on_iteration = [this, id](int worker, int iteration) {
+        wo.on_iteration = [this, id](int worker, const program::IterationTime& t, int iteration,
+                                     const std::vector<std::pair<std::int64_t, std::int64_t>>& idle) {
           auto p = msg("progress", id);
           p["worker"] = worker;
           p["iteration"] = iteration;
+          p["start_ns"] = t.start_ns;
+          p["end_ns"] = t.end_ns;
+          p["idle"] = idle;
           send_(p);
         };
+        const int slot = w.at("gpu").get<int>();
+        if (r->shares.count(slot)) wo.gpu_share = r->shares.at(slot).get();
         r->workers.push_back(std::make_unique<Worker>(std::move(programs[wi++]), std::move(c), *r->data, wo));
+        r->worker_of_slot[slot] = r->workers.back().get();
       }
     } catch (const std::exception& e) {
       fail(run_id, fmt::format("cannot prepare: {}", e.what()));
@@ -369,6 +520,7 @@ void Agent::handle(const nlohmann::json& m) {
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     const auto start = Clock::now() + std::chrono::nanoseconds(at_unix - now_unix);
     Run* r = run_.get();
+    start_prefill(*r, start);
     for (auto& w : r->workers) {
       Worker* worker = w.get();
       r->threads.emplace_back([this, r, worker, start, run_id] {
@@ -380,6 +532,9 @@ void Agent::handle(const nlohmann::json& m) {
           if (r->abort) return;
           worker->set_start(start);
           worker->run(r->abort);
+          // Training is over on this GPU: prefill stops with it (what is left is reported).
+          const int slot = slot_of_worker(*r, worker);
+          if (auto it = r->runners.find(slot); it != r->runners.end()) it->second->stop();
           auto rep = msg("report", run_id);
           rep["report"] = program::to_json(worker->report(std::chrono::seconds(30)));
           send_(rep);

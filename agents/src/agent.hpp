@@ -49,6 +49,10 @@ class Agent {
   void loop();
   void handle(const nlohmann::json& msg);
   void abort_run(const std::string& why);
+  void setup_prefill(Run& r, const nlohmann::json& spec, bool cuda);
+  void start_prefill(Run& r, std::chrono::steady_clock::time_point start);
+  void on_prefill_message(Run& r, const nlohmann::json& m);
+  static int slot_of_worker(Run& r, const Worker* w);
   void fail(const std::string& run, const std::string& message);
 
   AgentOptions options_;

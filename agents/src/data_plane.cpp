@@ -351,6 +351,12 @@ void DataPlane::wait(int src, int dst, std::uint64_t tag, std::uint64_t bytes) {
   inbox_.erase(it);
 }
 
+bool DataPlane::has(int src, int dst, std::uint64_t tag, std::uint64_t bytes) const {
+  std::lock_guard lock(mutex_);
+  const auto it = inbox_.find(std::make_tuple(src, dst, tag));
+  return it != inbox_.end() && it->second >= bytes;
+}
+
 void DataPlane::fail(const std::string& what) {
   {
     std::lock_guard lock(mutex_);

@@ -87,6 +87,8 @@ class DataPlane {
   /// Blocks until `bytes` from `src` to local worker `dst` under `tag` have arrived; throws
   /// Aborted when the run is aborted.
   void wait(int src, int dst, std::uint64_t tag, std::uint64_t bytes);
+  /// Whether those bytes have all arrived already (wait() would not block).
+  bool has(int src, int dst, std::uint64_t tag, std::uint64_t bytes) const;
   /// Wakes every waiter with Aborted and closes the sockets.
   void abort();
   bool aborted() const { return aborted_.load(); }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "prefill.hpp"
+
 namespace wanlab::agent {
 
 using program::Op;
@@ -32,10 +34,23 @@ void Worker::add_span(Span s) {
   report_.spans.push_back(s);
 }
 
+Clock::time_point Worker::expected_end(std::size_t op, Clock::time_point from) const {
+  const auto it = last_wait_.find(op);
+  return it == last_wait_.end() ? Clock::time_point::max() : from + it->second;
+}
+
+void Worker::add_gpu_span(program::Span s) {
+  s.iteration = iteration_.load();
+  add_span(s);
+}
+
 void Worker::run(const std::atomic<bool>& abort) {
   const int me = program_.worker;
+  GpuShare* share = options_.gpu_share;
   for (int it = 0; it < options_.iterations; ++it) {
+    iteration_ = it;
     program::IterationTime iter{since_start(Clock::now()), 0};
+    std::vector<std::pair<std::int64_t, std::int64_t>> idle;
     for (std::size_t i = 0; i < program_.ops.size(); ++i) {
       const Op& op = program_.ops[i];
       switch (op.kind) {
@@ -73,12 +88,19 @@ void Worker::run(const std::atomic<bool>& abort) {
         }
         case OpKind::recv: {
           const auto t0 = Clock::now();
+          // The GPU is lent to prefill only while the worker really blocks.
+          const bool lend = share != nullptr && !data_.has(op.peer, me, wire_tag(it, op.tag), op.bytes);
+          if (lend) share->training_idle(expected_end(i, t0));
           data_.wait(op.peer, me, wire_tag(it, op.tag), op.bytes);
           const auto t1 = Clock::now();
+          if (lend) share->training_busy();
+          if (lend) last_wait_[i] = t1 - t0;
           // Only the time actually spent waiting is a span: data that was already there
           // cost nothing.
-          if (t1 - t0 > std::chrono::microseconds(50))
+          if (t1 - t0 > std::chrono::microseconds(50)) {
             add_span({SpanKind::recv_wait, it, op.microbatch, since_start(t0), since_start(t1), op.bytes, op.peer});
+            idle.emplace_back(since_start(t0), since_start(t1));
+          }
           break;
         }
         case OpKind::allreduce: {
@@ -92,13 +114,18 @@ void Worker::run(const std::atomic<bool>& abort) {
           const int prev = op.ring[static_cast<std::size_t>((pos + n - 1) % n)];
           const std::uint64_t chunk = op.bytes / static_cast<std::uint64_t>(n);
           const auto t0 = Clock::now();
+          if (share) share->training_idle(expected_end(i, t0));
           for (int step = 0; step < 2 * (n - 1); ++step) {
             const auto tag = wire_tag(it, allreduce_tag(i, step));
             data_.send(me, next, tag, chunk, {});
             data_.wait(prev, me, tag, chunk);
           }
-          add_span({SpanKind::allreduce, it, -1, since_start(t0), since_start(Clock::now()),
+          const auto t1 = Clock::now();
+          if (share) share->training_busy();
+          last_wait_[i] = t1 - t0;
+          add_span({SpanKind::allreduce, it, -1, since_start(t0), since_start(t1),
                     chunk * static_cast<std::uint64_t>(2 * (n - 1)), -1});
+          idle.emplace_back(since_start(t0), since_start(t1));
           break;
         }
       }
@@ -109,7 +136,7 @@ void Worker::run(const std::atomic<bool>& abort) {
       std::lock_guard lock(spans_mutex_);
       report_.iterations.push_back(iter);
     }
-    if (options_.on_iteration) options_.on_iteration(me, it);
+    if (options_.on_iteration) options_.on_iteration(me, iter, it, idle);
   }
 }
 

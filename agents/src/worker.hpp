@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -48,13 +49,20 @@ class ModeledCompute final : public Compute {
 using WanGate = std::function<void(int worker, int peer, int iteration, std::uint32_t tag, std::uint64_t bytes,
                                    std::function<void()> go)>;
 
+class GpuShare;
+
 struct WorkerOptions {
   int iterations = 1;
   WanGate wan_gate;         // unset: every message goes at once (`fair`)
   std::set<int> wan_peers;  // peers in other DCs (what the gate applies to)
   Clock::time_point start;  // the run's start barrier: span times count from here
-  /// Called after each iteration (on the worker's thread).
-  std::function<void(int worker, int iteration)> on_iteration;
+  /// Called after each iteration (on the worker's thread) with its times and the spans in
+  /// which the worker blocked on the network (ns since the start barrier).
+  std::function<void(int worker, const program::IterationTime& iteration, int index,
+                     const std::vector<std::pair<std::int64_t, std::int64_t>>& idle)>
+      on_iteration;
+  /// Prefill shares this worker's GPU (BubbleTea): the worker lends it while it blocks.
+  GpuShare* gpu_share = nullptr;
 };
 
 class Worker {
@@ -68,6 +76,9 @@ class Worker {
   /// waits for outstanding ones, up to `timeout`).
   program::WorkerReport report(std::chrono::milliseconds timeout);
   const program::WorkerProgram& program() const { return program_; }
+  /// Adds a span of other work on this worker's GPU (prefill), tagged with the iteration
+  /// the worker is in.
+  void add_gpu_span(program::Span s);
 
  private:
   std::int64_t since_start(Clock::time_point t) const;
@@ -80,6 +91,10 @@ class Worker {
   std::mutex spans_mutex_;
   std::condition_variable sends_done_;
   int sends_in_flight_ = 0;
+  std::atomic<int> iteration_{0};
+  // How long each blocking op waited last iteration: when the worker expects its GPU back.
+  std::map<std::size_t, Clock::duration> last_wait_;
+  Clock::time_point expected_end(std::size_t op, Clock::time_point from) const;
   program::WorkerReport report_;
 };
 

@@ -14,6 +14,8 @@ constexpr auto opt = optional_field;
 constexpr auto str = FieldType::string;
 constexpr auto integer = FieldType::integer;
 constexpr auto object = FieldType::object;
+constexpr auto number = FieldType::number;
+constexpr auto boolean = FieldType::boolean;
 
 // One line per type, so a new type is one line (clang-format would fold them).
 // clang-format off
@@ -28,12 +30,17 @@ const std::vector<MessageSpec>& specs() {
     {"failed", Sender::agent, {req("run", str), req("message", str)}},
     {"want", Sender::agent, {req("run", str), req("worker", integer), req("peer", integer), req("iteration", integer), req("tag", integer), req("bytes", integer)}},
     {"delivered", Sender::agent, {req("run", str), req("src", integer), req("dst", integer), req("iteration", integer), req("tag", integer), req("bytes", integer)}},
+    {"prefill_request", Sender::agent, {req("run", str), req("id", integer), req("at_ns", integer), req("tokens", integer)}},
+    {"prefill_done", Sender::agent, {req("run", str), req("id", integer), req("complete", boolean), req("started_ns", integer), req("finished_ns", integer), req("preemptions", integer)}},
+    {"kv_received", Sender::agent, {req("run", str), req("id", integer), req("at_unix_ns", integer)}},
     // controller -> agent
     {"welcome", Sender::controller, {req("controller_version", str)}},
     {"assign", Sender::controller, {req("run", str), req("assignment", object)}},
     {"connect", Sender::controller, {req("run", str)}},
     {"start", Sender::controller, {req("run", str), req("delay_ms", integer)}},
     {"grant", Sender::controller, {req("run", str), req("worker", integer), req("peer", integer), req("iteration", integer), req("tag", integer)}},
+    {"prefill", Sender::controller, {req("run", str), req("id", integer), req("slot", integer), req("start_ns", integer), req("tokens", integer), req("layers", integer), req("flops_per_layer", number), req("layer_shape", object), req("kv_bytes", integer), req("decode", object)}},
+    {"prompt", Sender::controller, {req("run", str), req("id", integer), req("address", str), req("port", integer), req("bytes", integer)}},
     {"abort", Sender::controller, {req("run", str), req("reason", str)}},
     {"bye", Sender::controller, {}},
     // either way

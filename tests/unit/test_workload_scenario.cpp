@@ -311,3 +311,58 @@ TEST_CASE("every shipped scenario loads and plans on its lab", "[unit][workload]
   }
   CHECK(count >= 2);
 }
+
+TEST_CASE("scenario: a prefill load is read, defaulted and round-trips", "[unit][workload][prefill]") {
+  auto doc = base();
+  doc["prefill"] = {{"model", "8b"},
+                    {"rate_per_s", 150},
+                    {"prompt_tokens", {{"distribution", "lognormal"}, {"median", 2048}, {"sigma", 0.5}}},
+                    {"decode", {"use-1", "euw-1"}}};
+  const auto s = parse(doc);
+  REQUIRE(s.prefill);
+  CHECK(s.prefill->model.preset == "8b");
+  CHECK(s.prefill->rate_per_s == 150);
+  CHECK(s.prefill->prompt.kind == PromptTokens::Kind::lognormal);
+  CHECK(s.prefill->deadline_s == 2);
+  CHECK(s.prefill->decode_nodes == std::vector<std::string>{"use-1", "euw-1"});
+  const auto back = parse_scenario(json::parse(to_json(s).dump()), "canonical", "/nonexistent");
+  CHECK(back.prefill->model == s.prefill->model);
+  CHECK(back.prefill->prompt == s.prefill->prompt);
+  CHECK(back.prefill->scale == Approx(s.scale));
+  // Without a model, the training model serves.
+  doc["prefill"].erase("model");
+  CHECK(parse(doc).prefill->model == parse(doc).model);
+}
+
+TEST_CASE("scenario: every problem of a prefill section is reported", "[unit][workload][prefill]") {
+  auto doc = base();
+  doc["prefill"] = {{"rate_per_sec", 10},
+                    {"prompt_tokens", {{"distribution", "uniform"}, {"min", 900}, {"max", 100}}},
+                    {"deadline_s", -1},
+                    {"model", "7B"}};
+  const auto p = problems(doc);
+  const auto has = [&](const std::string& path, const std::string& words) {
+    return std::any_of(p.begin(), p.end(), [&](const core::Diagnostic& d) {
+      return d.path == path && d.reason.find(words) != std::string::npos;
+    });
+  };
+  CHECK(has("/prefill/rate_per_sec", "unknown key \"rate_per_sec\" (did you mean \"rate_per_s\"?)"));
+  CHECK(has("/prefill/rate_per_s", "missing"));
+  CHECK(has("/prefill/prompt_tokens/min", "above max"));
+  CHECK(has("/prefill/deadline_s", "outside"));
+  CHECK(has("/prefill/model", "unknown model preset \"7B\""));
+
+  TempDir dir;
+  const auto csv = dir.path() / "arrivals.csv";
+  std::ofstream(csv) << "time_s,prompt_tokens\n0.5,100\n0.2,100\nx,3\n";
+  auto traced = base();
+  traced["prefill"] = {{"arrival", "trace"}, {"trace", csv.string()}};
+  const auto q = problems(traced);
+  const auto names = [&](const std::string& words) {
+    return std::any_of(q.begin(), q.end(), [&](const core::Diagnostic& d) {
+      return d.path == "/prefill/trace" && d.reason.find(words) != std::string::npos;
+    });
+  };
+  CHECK(names(csv.string() + ":3: time 0.2 must be >= 0 and not before the previous row"));
+  CHECK(names(csv.string() + ":4: expected \"seconds,tokens\""));
+}

@@ -166,6 +166,20 @@ std::optional<double> as_fraction(const json& v, const std::string& path, std::s
   return x;
 }
 
+std::optional<double> as_number(const json& v, const std::string& path, double lo, double hi, std::string_view why,
+                                core::Diagnostics& d) {
+  if (!v.is_number()) {
+    d.add(path, fmt::format("expected a number, got {}", describe(v)));
+    return std::nullopt;
+  }
+  const double x = v.get<double>();
+  if (!(x >= lo && x <= hi)) {
+    d.add(path, fmt::format("{} is outside {}..{}{}{}", v.dump(), lo, hi, why.empty() ? "" : ": ", why));
+    return std::nullopt;
+  }
+  return x;
+}
+
 std::optional<std::string> as_choice(const json& v, const std::string& path, std::string_view what, Keys known,
                                      core::Diagnostics& d) {
   auto s = as_string(v, path, what, d);

@@ -40,6 +40,13 @@ RunCoordinator::RunCoordinator(std::string run_id, workload::Plan plan, const co
     nodes_.insert(node);
     workers_of_node_[node].push_back(w.worker);
   }
+  if (plan_.scenario.prefill) {
+    prefill_.emplace(plan_, run_id_, static_cast<std::uint16_t>(options_.data_port + 1), options_.prefill_horizon_s);
+    for (const auto& n : prefill_->nodes()) {
+      nodes_.insert(n);
+      workers_of_node_[n];  // a node may have a prefill role and no training worker
+    }
+  }
   progress_.assign(plan_.workers.size(), -1);
   reported_.assign(plan_.workers.size(), false);
   reports_.resize(plan_.workers.size());
@@ -74,9 +81,12 @@ nlohmann::json RunCoordinator::assignment(const std::string& node) const {
                          {"address", core::node_address(static_cast<int>(w.dc), w.node).to_string()},
                          {"port", options_.data_port}});
   }
-  const auto& first = plan_.workers.at(static_cast<std::size_t>(mine.front()));
-  return {{"node", node},
-          {"dc", topo_.dcs.at(first.dc).name},
+  std::string dc;
+  for (const auto& d : topo_.dcs)
+    for (int n = 0; n < d.nodes; ++n)
+      if (core::node_name(d, n) == node) dc = d.name;
+  nlohmann::json out{{"node", node},
+          {"dc", dc},
           {"listen_port", options_.data_port},
           {"iterations", plan_.scenario.iterations},
           {"compute", workload::to_string(plan_.scenario.compute)},
@@ -87,6 +97,8 @@ nlohmann::json RunCoordinator::assignment(const std::string& node) const {
           {"port_salt", options_.port_salt},
           {"workers", workers},
           {"peers", peer_list}};
+  if (prefill_) out["prefill"] = prefill_->assignment(node);
+  return out;
 }
 
 std::vector<Outgoing> RunCoordinator::to_all(const nlohmann::json& m) const {
@@ -176,6 +188,10 @@ std::vector<Outgoing> RunCoordinator::message(const std::string& node, const nlo
     const int w = m.value("worker", -1);
     if (w >= 0 && static_cast<std::size_t>(w) < progress_.size() && node_of(w) == node)
       progress_[static_cast<std::size_t>(w)] = std::max(progress_[static_cast<std::size_t>(w)], m.value("iteration", -1));
+    if (prefill_) out = prefill_message(node, m);
+  } else if ((type == "prefill_request" || type == "prefill_done" || type == "kv_received") &&
+             phase_ == Phase::running && prefill_) {
+    out = prefill_message(node, m);
   } else if (type == "report" && phase_ == Phase::running) {
     program::WorkerReport r;
     try {
@@ -197,6 +213,17 @@ std::vector<Outgoing> RunCoordinator::message(const std::string& node, const nlo
       phase_since_ = now;
       out = to_all({{"v", 1}, {"type", "bye"}});
     }
+  }
+  return out;
+}
+
+std::vector<Outgoing> RunCoordinator::prefill_message(const std::string& node, const nlohmann::json& m) {
+  std::vector<Outgoing> out;
+  try {
+    for (auto& p : prefill_->message(node, m, unix_now_ns() - start_unix_ns_.value_or(unix_now_ns())))
+      out.push_back({p.node, std::move(p.message)});
+  } catch (const std::exception& e) {
+    return fail(fmt::format("node {} sent an unreadable {} message: {}", node, m.value("type", std::string{}), e.what()));
   }
   return out;
 }

@@ -386,6 +386,13 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
         for (const auto& l : lab.topology().links)
           meta.rate_bps.push_back(static_cast<std::uint64_t>(static_cast<double>(l.params.rate.bps) * a->scenario.scale));
         auto summary = make_summary(co.plan(), lab.topology(), co.reports(), a->samples, meta);
+        if (const auto* pf = co.prefill()) {
+          const auto& w = summary.at("window_s");
+          summary["prefill"] = pf->summary(static_cast<std::int64_t>(w.at("start").get<double>() * 1e9),
+                                           static_cast<std::int64_t>(w.at("end").get<double>() * 1e9));
+          // Needs the same run without the load: `wanlab bench` runs both and fills it in.
+          summary["training_slowdown"] = nullptr;
+        }
         if (a->windows) {
           summary["windows"] = a->windows->accuracy();
           summary["windows"]["enforced_by"] = a->gated ? "agents and data plane" : "agents";

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <system_error>
 
 #include "wanlab/arbiter/arbiter.hpp"
@@ -21,7 +23,14 @@ constexpr std::string_view kCongestion[] = {"cubic", "bbr", "reno"};
 constexpr std::string_view kTopKeys[] = {
     "name",     "description",      "topology",      "model",      "gpu",      "parallelism",
     "schedule", "micro_batch_size", "micro_batches", "iterations", "warmup",   "connections",
-    "policy",   "compute",          "scale",         "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion"};
+    "policy",   "compute",          "scale",         "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "prefill"};
+constexpr std::string_view kPrefillKeys[] = {"model",  "arrival", "rate_per_s", "trace",           "loop",
+                                             "prompt_tokens", "deadline_s", "margin", "loadgen", "decode",
+                                             "inference_nodes", "scale"};
+constexpr std::string_view kPromptKeys[] = {"distribution", "tokens", "min", "max", "median", "sigma"};
+constexpr std::string_view kArrivals[] = {"poisson", "trace"};
+constexpr std::string_view kPromptDistributions[] = {"fixed", "uniform", "lognormal"};
+constexpr std::int64_t kMaxPromptTokens = 1 << 20;
 constexpr std::string_view kModelKeys[] = {"preset",     "layers",    "hidden",  "heads", "kv_heads",
                                            "ffn_hidden", "gated_mlp", "seq_len", "vocab", "dtype"};
 constexpr std::string_view kGpuKeys[] = {"mfu"};
@@ -91,11 +100,12 @@ class ScenarioParser {
     if (const json* v = find(doc, "description"))
       if (auto desc = as_string(*v, "/description", "a string", d_)) s_.description = *desc;
     topology(find(doc, "topology"));
-    model(find(doc, "model"));
+    model(find(doc, "model"), "/model", s_.model, model_);
     gpu(find(doc, "gpu"));
     parallelism(find(doc, "parallelism"));
     run_shape(doc);
     placement(find(doc, "placement"));
+    prefill(find(doc, "prefill"));
     cross_checks();
   }
 
@@ -135,8 +145,8 @@ class ScenarioParser {
       s_.topology_path = resolved;
   }
 
-  void model(const json* v) {
-    const std::string path = "/model";
+  // Reads a model (a preset name or an object) at `path` into `m`; `f` says which fields it set.
+  void model(const json* v, const std::string& path, ModelSpec& m, ModelFields& f) {
     const auto names = preset_names();
     const auto unknown_preset = [&](const std::string& name, const std::string& at) {
       d_.add(at,
@@ -144,42 +154,41 @@ class ScenarioParser {
     };
     if (v == nullptr) {
       d_.add(path, fmt::format("missing: give a preset name ({}) or an object with the model's shape", join(names)));
-      model_.ok = false;
+      f.ok = false;
       return;
     }
     if (v->is_string()) {
       const auto& preset = v->get_ref<const std::string&>();
       if (const ModelSpec* p = find_preset(preset)) {
-        s_.model = *p;
-        model_.kv_heads = model_.ffn_hidden = true;
+        m = *p;
+        f.kv_heads = f.ffn_hidden = true;
       } else {
         unknown_preset(preset, path);
-        model_.ok = false;
+        f.ok = false;
       }
       return;
     }
     if (!is_object(*v, path, "a preset name such as \"7b\" or an object such as {\"preset\": \"7b\", \"layers\": 8}",
                    d_)) {
-      model_.ok = false;
+      f.ok = false;
       return;
     }
     check_keys(*v, path, kModelKeys, d_);
     const std::size_t problems_before = d_.items().size();
-    ModelSpec& m = s_.model;
     bool from_preset = false;
     if (const json* p = find(*v, "preset")) {
       if (auto preset = as_string(*p, child(path, "preset"), "a preset name such as \"7b\"", d_)) {
         if (const ModelSpec* spec = find_preset(*preset)) {
           m = *spec;
           from_preset = true;
-          model_.kv_heads = model_.ffn_hidden = true;
+          f.kv_heads = f.ffn_hidden = true;
         } else {
           unknown_preset(*preset, child(path, "preset"));
         }
       }
       // A broken preset leaves the shape unknown; saying that every field is missing too would be noise.
       if (!from_preset) {
-        model_.ok = false;
+        f.ok = false;
         return;
       }
     }
@@ -196,11 +205,11 @@ class ScenarioParser {
     required("seq_len", kMaxSeq, m.seq_len);
     required("vocab", kMaxVocab, m.vocab);
     if (find(*v, "kv_heads") != nullptr) {
-      model_.kv_heads = true;
+      f.kv_heads = true;
       read_int(*v, path, "kv_heads", 1, kMaxHeads, "", m.kv_heads, d_);
     }
     if (find(*v, "ffn_hidden") != nullptr) {
-      model_.ffn_hidden = true;
+      f.ffn_hidden = true;
       read_int(*v, path, "ffn_hidden", 1, kMaxFfn, "", m.ffn_hidden, d_);
     }
     if (const json* g = find(*v, "gated_mlp"))
@@ -209,11 +218,11 @@ class ScenarioParser {
       if (auto dtype = as_choice(*t, child(path, "dtype"), "a data type such as \"bf16\"", kDtypes, d_))
         m.dtype = *dtype == "bf16" ? Dtype::bf16 : *dtype == "fp16" ? Dtype::fp16 : Dtype::fp32;
     if (d_.items().size() != problems_before) {
-      model_.ok = false;
+      f.ok = false;
       return;
     }
-    if (!model_.kv_heads) m.kv_heads = m.heads;
-    if (!model_.ffn_hidden) m.ffn_hidden = default_ffn_hidden(m.hidden, m.gated_mlp);
+    if (!f.kv_heads) m.kv_heads = m.heads;
+    if (!f.ffn_hidden) m.ffn_hidden = default_ffn_hidden(m.hidden, m.gated_mlp);
   }
 
   void gpu(const json* v) {
@@ -321,6 +330,176 @@ class ScenarioParser {
         if (auto dc = as_string(entry[r], child(at, r), "a DC name such as \"use\"", d_)) dcs.push_back(*dc);
     }
     s_.placement = std::move(out);
+  }
+
+  void prefill(const json* v) {
+    const std::string path = "/prefill";
+    if (v == nullptr) return;
+    if (!is_object(*v, path, "an object such as {\"rate_per_s\": 200, \"prompt_tokens\": 1024}", d_)) return;
+    check_keys(*v, path, kPrefillKeys, d_);
+    PrefillSpec p;
+    if (const json* m = find(*v, "model")) {
+      ModelFields f;
+      model(m, child(path, "model"), p.model, f);
+    } else {
+      p.model = s_.model;  // read before this section
+    }
+    if (const json* a = find(*v, "arrival"))
+      if (auto arrival = as_choice(*a, child(path, "arrival"), "an arrival process", kArrivals, d_))
+        p.arrival = *arrival == "trace" ? PrefillSpec::Arrival::trace : PrefillSpec::Arrival::poisson;
+    if (p.arrival == PrefillSpec::Arrival::poisson) {
+      if (const json* r = find(*v, "rate_per_s")) {
+        if (auto rate = as_number(*r, child(path, "rate_per_s"), 1e-6, 1e6, "mean prefill requests per second", d_))
+          p.rate_per_s = *rate;
+      } else {
+        d_.add(child(path, "rate_per_s"), "missing: a Poisson arrival process needs its mean rate (requests per second)");
+      }
+      if (find(*v, "trace") != nullptr)
+        d_.add(child(path, "trace"), "a trace of arrivals needs \"arrival\": \"trace\"");
+    } else {
+      if (find(*v, "rate_per_s") != nullptr)
+        d_.add(child(path, "rate_per_s"), "arrivals come from the trace; drop the rate or use \"arrival\": \"poisson\"");
+      if (const json* t = find(*v, "trace")) {
+        if (auto file = as_string(*t, child(path, "trace"), "a CSV file of arrivals", d_)) {
+          std::error_code ec;
+          fs::path resolved = base_dir_ / *file;
+          if (auto abs = fs::absolute(resolved, ec); !ec) resolved = abs;
+          p.trace_file = resolved.lexically_normal().string();
+          read_arrivals(p.trace_file, child(path, "trace"), p.trace);
+        }
+      } else {
+        d_.add(child(path, "trace"), "missing: \"arrival\": \"trace\" needs a CSV file of arrivals (time_s,prompt_tokens)");
+      }
+    }
+    if (const json* l = find(*v, "loop"))
+      if (auto loop = as_bool(*l, child(path, "loop"), d_)) p.loop = *loop;
+    if (const json* t = find(*v, "prompt_tokens")) prompt_tokens(*t, child(path, "prompt_tokens"), p.prompt);
+    if (const json* x = find(*v, "deadline_s"))
+      if (auto dl = as_number(*x, child(path, "deadline_s"), 1e-3, 3600, "seconds to the first token", d_))
+        p.deadline_s = *dl;
+    if (const json* x = find(*v, "margin"))
+      if (auto m = as_number(*x, child(path, "margin"), 0, 10, "the admission margin over the predicted run time", d_))
+        p.margin = *m;
+    if (const json* x = find(*v, "loadgen"))
+      if (auto n = as_string(*x, child(path, "loadgen"), "a node name such as \"use-0\"", d_)) p.loadgen_node = *n;
+    if (const json* x = find(*v, "decode")) {
+      const auto at = child(path, "decode");
+      if (x->is_string()) {
+        p.decode_nodes.push_back(x->get<std::string>());
+      } else if (x->is_array() && !x->empty()) {
+        for (std::size_t i = 0; i < x->size(); ++i)
+          if (auto n = as_string((*x)[i], child(at, i), "a node name such as \"use-1\"", d_)) p.decode_nodes.push_back(*n);
+      } else {
+        d_.add(at, fmt::format("expected a node name or a non-empty array of node names (one per DC), got {}", describe(*x)));
+      }
+    }
+    if (const json* x = find(*v, "inference_nodes")) {
+      if (!x->is_array()) {
+        d_.add(child(path, "inference_nodes"), fmt::format("expected an array of node names, got {}", describe(*x)));
+      } else {
+        for (std::size_t i = 0; i < x->size(); ++i)
+          if (auto n = as_string((*x)[i], child(child(path, "inference_nodes"), i), "a node name", d_))
+            p.inference_nodes.push_back(*n);
+      }
+    }
+    if (const json* x = find(*v, "scale"))
+      if (auto sc = as_fraction(*x, child(path, "scale"), "it multiplies prompt and KV-cache bytes", d_)) p.scale = *sc;
+    s_.prefill = std::move(p);
+  }
+
+  void prompt_tokens(const json& v, const std::string& path, PromptTokens& out) {
+    if (v.is_number_integer()) {
+      if (auto t = as_integer(v, path, 1, kMaxPromptTokens, "prompt tokens", d_)) out = PromptTokens{PromptTokens::Kind::fixed, static_cast<int>(*t)};
+      return;
+    }
+    if (!is_object(v, path, "a token count or an object such as {\"distribution\": \"lognormal\", \"median\": 1024, \"sigma\": 0.5}", d_))
+      return;
+    check_keys(v, path, kPromptKeys, d_);
+    std::string dist = "fixed";
+    if (const json* x = find(v, "distribution")) {
+      auto d = as_choice(*x, child(path, "distribution"), "a distribution", kPromptDistributions, d_);
+      if (!d) return;
+      dist = *d;
+    }
+    const auto need = [&](std::string_view key) {
+      if (find(v, key) == nullptr) d_.add(child(path, key), fmt::format("missing: the {} distribution needs \"{}\"", dist, key));
+    };
+    if (dist == "fixed") {
+      out.kind = PromptTokens::Kind::fixed;
+      need("tokens");
+      read_int(v, path, "tokens", 1, kMaxPromptTokens, "prompt tokens", out.tokens, d_);
+    } else {
+      out.kind = dist == "uniform" ? PromptTokens::Kind::uniform : PromptTokens::Kind::lognormal;
+      if (dist == "uniform") {
+        need("min");
+        need("max");
+      } else {
+        need("median");
+        need("sigma");
+        out.min = 1;
+        out.max = 1 << 17;
+      }
+      read_int(v, path, "min", 1, kMaxPromptTokens, "prompt tokens", out.min, d_);
+      read_int(v, path, "max", 1, kMaxPromptTokens, "prompt tokens", out.max, d_);
+      if (out.min > out.max) d_.add(child(path, "min"), fmt::format("{} is above max {}", out.min, out.max));
+      if (const json* x = find(v, "median"))
+        if (auto m = as_number(*x, child(path, "median"), 1, kMaxPromptTokens, "prompt tokens", d_)) out.median = *m;
+      if (const json* x = find(v, "sigma"))
+        if (auto sg = as_number(*x, child(path, "sigma"), 0, 5, "the spread of log(tokens)", d_)) out.sigma = *sg;
+    }
+  }
+
+  // A CSV of arrivals: a header "time_s,prompt_tokens", then one request per line, times
+  // in seconds from the run's start, non-decreasing.
+  void read_arrivals(const fs::path& file, const std::string& path, std::vector<PrefillArrival>& out) {
+    std::ifstream in(file);
+    if (!in) {
+      d_.add(path, fmt::format("cannot read the arrivals file {}", file.string()));
+      return;
+    }
+    std::string line;
+    int line_no = 0;
+    bool header = false;
+    const std::size_t before = d_.items().size();
+    while (std::getline(in, line)) {
+      ++line_no;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty() || line.front() == '#') continue;
+      const auto where = fmt::format("{}:{}", file.string(), line_no);
+      if (!header) {
+        header = true;
+        if (line != "time_s,prompt_tokens")
+          d_.add(path, fmt::format("{}: the header must be \"time_s,prompt_tokens\", got \"{}\"", where, line));
+        continue;
+      }
+      const auto comma = line.find(',');
+      double t = -1;
+      long tokens = 0;
+      bool ok = comma != std::string::npos;
+      if (ok) {
+        char* end = nullptr;
+        const std::string a = line.substr(0, comma), b = line.substr(comma + 1);
+        t = std::strtod(a.c_str(), &end);
+        ok = !a.empty() && *end == '\0';
+        tokens = std::strtol(b.c_str(), &end, 10);
+        ok = ok && !b.empty() && *end == '\0';
+      }
+      if (!ok) {
+        d_.add(path, fmt::format("{}: expected \"seconds,tokens\", got \"{}\"", where, line));
+      } else if (!(t >= 0) || (!out.empty() && t < out.back().at_s)) {
+        d_.add(path, fmt::format("{}: time {} must be >= 0 and not before the previous row", where, t));
+      } else if (tokens < 1 || tokens > kMaxPromptTokens) {
+        d_.add(path, fmt::format("{}: {} prompt tokens is outside 1..{}", where, tokens, kMaxPromptTokens));
+      } else {
+        out.push_back({t, static_cast<int>(tokens)});
+      }
+      if (d_.items().size() - before >= 10) {
+        d_.add(path, fmt::format("{}: stopping after 10 problems", where));
+        return;
+      }
+    }
+    if (!header) d_.add(path, fmt::format("{}: empty; expected a header \"time_s,prompt_tokens\" and rows", file.string()));
+    else if (out.empty() && d_.items().size() == before) d_.add(path, fmt::format("{}: no arrivals", file.string()));
   }
 
   void cross_checks() {
@@ -465,6 +644,40 @@ json to_json(const Scenario& s) {
          {"tcp_congestion", s.tcp_congestion}};
   if (!s.description.empty()) j["description"] = s.description;
   if (!s.placement.empty()) j["placement"] = s.placement;
+  if (s.prefill) {
+    const auto& p = *s.prefill;
+    const auto& pm = p.model;
+    json pj{{"model",
+             {{"layers", pm.layers},     {"hidden", pm.hidden},         {"heads", pm.heads},
+              {"kv_heads", pm.kv_heads}, {"ffn_hidden", pm.ffn_hidden}, {"gated_mlp", pm.gated_mlp},
+              {"seq_len", pm.seq_len},   {"vocab", pm.vocab},           {"dtype", to_string(pm.dtype)}}},
+            {"arrival", p.arrival == PrefillSpec::Arrival::trace ? "trace" : "poisson"},
+            {"deadline_s", p.deadline_s},
+            {"margin", p.margin},
+            {"loadgen", p.loadgen_node},
+            {"decode", p.decode_nodes},
+            {"inference_nodes", p.inference_nodes},
+            {"scale", p.scale > 0 ? p.scale : s.scale}};
+    if (!pm.preset.empty()) pj["model"]["preset"] = pm.preset;
+    if (p.arrival == PrefillSpec::Arrival::trace) {
+      pj["trace"] = p.trace_file;
+      pj["loop"] = p.loop;
+    } else {
+      pj["rate_per_s"] = p.rate_per_s;
+      const auto& t = p.prompt;
+      switch (t.kind) {
+        case PromptTokens::Kind::fixed: pj["prompt_tokens"] = {{"distribution", "fixed"}, {"tokens", t.tokens}}; break;
+        case PromptTokens::Kind::uniform:
+          pj["prompt_tokens"] = {{"distribution", "uniform"}, {"min", t.min}, {"max", t.max}};
+          break;
+        case PromptTokens::Kind::lognormal:
+          pj["prompt_tokens"] = {{"distribution", "lognormal"}, {"median", t.median}, {"sigma", t.sigma},
+                                 {"min", t.min}, {"max", t.max}};
+          break;
+      }
+    }
+    j["prefill"] = std::move(pj);
+  }
   return j;
 }
 

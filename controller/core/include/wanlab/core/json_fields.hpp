@@ -47,6 +47,9 @@ std::optional<std::uint64_t> as_unsigned(const nlohmann::json& v, const std::str
 /// A number in (0, 1].
 std::optional<double> as_fraction(const nlohmann::json& v, const std::string& path, std::string_view why,
                                   core::Diagnostics& d);
+/// A number in [lo, hi]; reports "expected a number" or "X is outside lo..hi: why".
+std::optional<double> as_number(const nlohmann::json& v, const std::string& path, double lo, double hi,
+                                std::string_view why, core::Diagnostics& d);
 /// One of `known`; reports the choices and a suggestion otherwise.
 std::optional<std::string> as_choice(const nlohmann::json& v, const std::string& path, std::string_view what,
                                      Keys known, core::Diagnostics& d);

@@ -21,6 +21,7 @@
 
 #include "wanlab/common/program.hpp"
 #include "wanlab/core/topology.hpp"
+#include "wanlab/run/prefill_service.hpp"
 #include "wanlab/workload/plan.hpp"
 
 namespace wanlab::run {
@@ -49,6 +50,8 @@ struct CoordinatorOptions {
   /// Offsets the stripes' source ports within each slot's block (common/flows.hpp), so a
   /// run never reuses the exact ports of the one before.
   int port_salt = 0;
+  /// Scenarios with a prefill load: how far ahead (seconds) its arrivals are drawn.
+  double prefill_horizon_s = 120;
 };
 
 class RunCoordinator {
@@ -78,11 +81,15 @@ class RunCoordinator {
   /// The `assign` message of one node (what its agent runs).
   nlohmann::json assignment(const std::string& node) const;
 
+  /// The run's BubbleTea side (scenarios with a prefill load), else null.
+  const PrefillService* prefill() const { return prefill_ ? &*prefill_ : nullptr; }
+
   /// The system clock's "now" in ns, injectable for tests.
   std::int64_t (*unix_now_ns)() = nullptr;
 
  private:
   std::vector<Outgoing> fail(const std::string& reason);
+  std::vector<Outgoing> prefill_message(const std::string& node, const nlohmann::json& m);
   std::vector<Outgoing> to_all(const nlohmann::json& msg) const;
   std::string node_of(int worker) const;
 
@@ -101,6 +108,7 @@ class RunCoordinator {
   std::vector<bool> reported_;
   std::vector<program::WorkerReport> reports_;
   std::optional<std::int64_t> start_unix_ns_;
+  std::optional<PrefillService> prefill_;
 };
 
 }  // namespace wanlab::run

@@ -59,6 +59,48 @@ std::string to_string(ComputeMode mode);
 /// Bandwidth policies the arbiter offers (arbiter::policy_names(): a new policy registers there).
 const std::vector<std::string>& known_policies();
 
+/// How many prompt tokens a prefill request carries.
+struct PromptTokens {
+  enum class Kind { fixed, uniform, lognormal };
+  Kind kind = Kind::fixed;
+  int tokens = 1024;     // fixed
+  int min = 1;           // uniform, lognormal (clamp)
+  int max = 1 << 20;     // uniform, lognormal (clamp)
+  double median = 1024;  // lognormal: exp(mu)
+  double sigma = 0.5;    // lognormal
+  bool operator==(const PromptTokens&) const = default;
+};
+
+/// One prefill request of an arrival trace: when (seconds from the run's start) and how long.
+struct PrefillArrival {
+  double at_s = 0;
+  int prompt_tokens = 0;
+  bool operator==(const PrefillArrival&) const = default;
+};
+
+/// BubbleTea's prefill load (bench/scenarios/README.md, `prefill`): requests from a load
+/// generator on one node, run in the training GPUs' bubbles (or on dedicated inference
+/// nodes), their KV caches sent to decode nodes.
+struct PrefillSpec {
+  ModelSpec model;                  // the inference model (default: the training model)
+  enum class Arrival { poisson, trace };
+  Arrival arrival = Arrival::poisson;
+  double rate_per_s = 0;            // poisson: mean requests per second
+  std::string trace_file;           // trace: as given (resolved path below)
+  std::vector<PrefillArrival> trace;  // trace: its rows, in time order
+  bool loop = false;                // trace: start over after its last row
+  PromptTokens prompt;              // poisson: the prompt length distribution
+  double deadline_s = 2;            // time to first token a request asks for
+  double margin = 0.1;              // admission: predicted run time x (1 + margin) must fit the bubble
+  std::string loadgen_node;         // "" = the first node of the first DC
+  /// Nodes that receive KV caches: a GPU sends to the one in its own DC, else to the
+  /// first. Empty: the load generator's node.
+  std::vector<std::string> decode_nodes;
+  std::vector<std::string> inference_nodes;  // nodes without training workers whose GPUs only run prefill
+  double scale = 0;                 // multiplies prompt and KV bytes on the wire; 0 = the scenario's scale
+  bool operator==(const PrefillSpec&) const = default;
+};
+
 struct Scenario {
   std::string name;
   std::string description;
@@ -86,6 +128,8 @@ struct Scenario {
   std::string tcp_congestion = "cubic";
   /// placement[stage][dp replica] = DC name; empty: the Atlas rule places the stages.
   std::vector<std::vector<std::string>> placement;
+  /// BubbleTea prefill load; none: training only.
+  std::optional<PrefillSpec> prefill;
 };
 
 /// Reads, parses and validates a scenario file. Throws core::ConfigError listing every

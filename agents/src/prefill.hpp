@@ -1,0 +1,144 @@
+#pragma once
+// BubbleTea on an agent: prefill work that shares a node's GPUs with the training stage
+// workers, the prompt and KV-cache traffic, and the load generator.
+//
+// GpuShare: one per GPU. Training owns its GPU except while its worker blocks on the
+// network (a recv whose data has not arrived, an all-reduce); only then may a prefill layer
+// start. When the worker needs the GPU back it waits for the running layer to end (a layer
+// is the preemption granularity) and the prefill is preempted until the next idle time.
+//
+// PrefillRunner: one thread per GPU running the prefills the dispatcher placed on it, in
+// the order of their reserved start, each no earlier than its start and its prompt's
+// arrival, layer by layer while the GPU is idle.
+//
+// SideChannel: prompt and KV-cache bytes over TCP between nodes (one connection per
+// destination, frames of a 16-byte header {kind, request id, bytes} and zero payload), so
+// they cross the emulated network like real traffic.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wanlab/common/program.hpp"
+
+namespace wanlab::gpu {
+class GpuCompute;
+}
+
+namespace wanlab::agent {
+
+using Clock = std::chrono::steady_clock;
+
+class GpuShare {
+ public:
+  /// Training blocks on the network, expecting to need the GPU again at `until` (what the
+  /// same wait took last iteration): prefill may run layers that end by then.
+  void training_idle(Clock::time_point until = Clock::time_point::max());
+  /// Training needs the GPU: returns once no prefill layer runs on it.
+  void training_busy();
+  /// A GPU no training worker uses (a dedicated inference GPU).
+  void set_dedicated() { training_idle(); }
+  /// Whether a layer of `layer` started now would end before training wants the GPU back.
+  bool may_run_locked(Clock::duration layer) const { return idle_ && (until_ == Clock::time_point::max() || Clock::now() + layer <= until_); }
+
+  // The runner's side (its thread).
+  std::mutex& mutex() { return mutex_; }
+  std::condition_variable& cv() { return cv_; }
+  bool idle_locked() const { return idle_; }
+  void layer_begin_locked() { layer_running_ = true; }
+  void layer_end();
+  /// Wakes every waiter (abort, new work).
+  void notify() { cv_.notify_all(); }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool idle_ = false;
+  Clock::time_point until_ = Clock::time_point::max();
+  bool layer_running_ = false;
+};
+
+/// One placed prefill, as the controller's `prefill` message gives it.
+struct PrefillJob {
+  int id = 0;
+  std::int64_t start_ns = 0;  // reserved start, on the run's clock
+  int tokens = 0;
+  int layers = 0;
+  double flops_per_layer = 0;
+  double lm_head_flops = 0;
+  program::StageShape layer;  // one layer of the inference model over the prompt (cuda)
+  std::uint64_t kv_bytes = 0; // on the wire (scaled)
+  std::string decode_address;
+  std::uint16_t decode_port = 0;
+};
+
+struct PrefillOutcome {
+  int id = 0;
+  std::int64_t started_ns = 0;
+  std::int64_t finished_ns = 0;
+  int preemptions = 0;
+  bool complete = false;  // false: the run ended first
+  std::vector<program::Span> spans;  // the GPU time it used, one span per uninterrupted run
+};
+
+class PrefillRunner {
+ public:
+  using Done = std::function<void(const PrefillJob&, const PrefillOutcome&)>;
+  /// `cuda_device` >= 0: layers run as real GEMMs on that device; else modeled at
+  /// `effective_flops`.
+  PrefillRunner(GpuShare& share, double effective_flops, int cuda_device, Done done);
+  ~PrefillRunner();
+  void start(Clock::time_point run_start);
+  void add(PrefillJob job);
+  /// The job's prompt has fully arrived on this node.
+  void prompt_arrived(int id);
+  /// Ends the thread after the layer in progress; jobs not done are reported incomplete.
+  void stop();
+
+ private:
+  void loop();
+  std::int64_t since_start(Clock::time_point t) const;
+  bool run_layer(const PrefillJob& job);
+  Clock::duration layer_time(const PrefillJob& job) const;
+
+  GpuShare& share_;
+  double effective_flops_;
+  int cuda_device_;
+  std::unique_ptr<gpu::GpuCompute> gpu_;
+  Done done_;
+  Clock::time_point run_start_;
+  std::multimap<std::int64_t, PrefillJob> jobs_;  // by reserved start; guarded by share_.mutex()
+  std::set<int> prompts_;                         // arrived prompts; guarded likewise
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+/// Prompt and KV-cache transfers between nodes.
+class SideChannel {
+ public:
+  enum class Kind : std::uint32_t { prompt = 1, kv = 2 };
+  using Arrived = std::function<void(Kind kind, int id, std::uint64_t bytes)>;
+  SideChannel();
+  ~SideChannel();
+  /// Listens on 0.0.0.0:`port`; `arrived` runs (on a reader thread) after each whole frame.
+  void listen(std::uint16_t port, Arrived arrived);
+  /// Queues `bytes` for `address:port` (connecting on first use); `sent` runs once written.
+  void send(const std::string& address, std::uint16_t port, Kind kind, int id, std::uint64_t bytes,
+            std::function<void()> sent = {});
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace wanlab::agent

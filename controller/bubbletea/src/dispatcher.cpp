@@ -1,0 +1,199 @@
+#include "wanlab/bubbletea/dispatcher.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "wanlab/workload/metrics.hpp"
+
+namespace wanlab::bubbletea {
+namespace {
+
+constexpr Ns kForever = std::numeric_limits<Ns>::max() / 4;
+// Reservations that ended this long ago cannot matter to a new placement any more.
+constexpr Ns kKeepReservations = 1'000'000'000;
+
+}  // namespace
+
+Dispatcher::Dispatcher(std::vector<Gpu> gpus, Options options) : options_(options) {
+  for (auto& g : gpus) {
+    GpuState s{g, {}, {}};
+    if (g.dedicated) s.predicted.push_back({0, kForever});
+    gpus_.push_back(std::move(s));
+  }
+}
+
+void Dispatcher::predict(int gpu, std::vector<Interval> bubbles) {
+  auto& g = gpus_.at(static_cast<std::size_t>(gpu));
+  if (g.gpu.dedicated) return;
+  std::erase_if(bubbles, [&](const Interval& b) { return b.end - b.start < options_.min_bubble_ns; });
+  std::sort(bubbles.begin(), bubbles.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  // Disjoint: merge overlaps (waits of one GPU never overlap, but be safe with input).
+  std::vector<Interval> merged;
+  for (const auto& b : bubbles) {
+    if (!merged.empty() && b.start <= merged.back().end)
+      merged.back().end = std::max(merged.back().end, b.end);
+    else
+      merged.push_back(b);
+  }
+  g.predicted = std::move(merged);
+}
+
+void Dispatcher::learn(int gpu, Ns start, Ns end, const std::vector<Interval>& idle) {
+  const Ns period = end - start;
+  if (period <= 0) return;
+  std::vector<Interval> next;
+  for (int k = 1; k <= options_.horizon; ++k)
+    for (const auto& i : idle) next.push_back({i.start + k * period, i.end + k * period});
+  predict(gpu, std::move(next));
+}
+
+std::vector<Interval> Dispatcher::free_bubbles(int gpu, Ns from) const {
+  const auto& g = gpus_.at(static_cast<std::size_t>(gpu));
+  std::vector<Interval> out;
+  auto r = g.reserved.begin();
+  for (const auto& b : g.predicted) {
+    if (b.end <= from) continue;
+    Ns cursor = std::max(b.start, from);
+    while (r != g.reserved.end() && r->end <= cursor) ++r;
+    for (auto q = r; q != g.reserved.end() && q->start < b.end; ++q) {
+      if (q->start > cursor) out.push_back({cursor, q->start});
+      cursor = std::max(cursor, q->end);
+    }
+    if (cursor < b.end) out.push_back({cursor, b.end});
+  }
+  return out;
+}
+
+void Dispatcher::prune(GpuState& g, Ns now) {
+  std::erase_if(g.reserved, [&](const Interval& r) { return r.end < now - kKeepReservations; });
+  std::erase_if(g.predicted, [&](const Interval& b) { return b.end <= now; });
+}
+
+std::optional<Placement> Dispatcher::place(const Request& r, Ns now) {
+  std::optional<Placement> best;
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    auto& g = gpus_[i];
+    prune(g, now);
+    const double run_ns = r.flops / g.gpu.effective_flops * 1e9;
+    const auto need = static_cast<Ns>(std::ceil(run_ns * (1 + options_.margin)));
+    const Ns earliest = now + g.gpu.lead_ns;
+    if (best && earliest + need >= best->end_ns) continue;
+    for (const auto& b : free_bubbles(static_cast<int>(i), earliest)) {
+      const Ns start = std::max(b.start, earliest);
+      if (best && start + need >= best->end_ns) break;
+      if (start + need <= b.end) {
+        best = Placement{r.id, static_cast<int>(i), start, start + need};
+        break;
+      }
+    }
+  }
+  if (best) {
+    auto& res = gpus_[static_cast<std::size_t>(best->gpu)].reserved;
+    const Interval iv{best->start_ns, best->end_ns};
+    res.insert(std::upper_bound(res.begin(), res.end(), iv,
+                                [](const Interval& a, const Interval& b) { return a.start < b.start; }),
+               iv);
+  }
+  return best;
+}
+
+std::optional<Placement> Dispatcher::request(const Request& r, Ns now) {
+  if (records_.count(r.id)) throw std::invalid_argument("prefill request " + std::to_string(r.id) + " arrived twice");
+  auto& rec = records_[r.id];
+  rec.request = r;
+  // Behind earlier queued requests, a new one waits its turn.
+  if (queue_.empty())
+    if (auto p = place(r, now)) {
+      rec.placement = p;
+      return p;
+    }
+  queue_.push_back(r.id);
+  return std::nullopt;
+}
+
+std::vector<Placement> Dispatcher::retry(Ns now) {
+  std::vector<Placement> out;
+  while (!queue_.empty()) {
+    auto& rec = records_.at(queue_.front());
+    if (rec.request.deadline_ns <= now) {
+      rec.expired = true;
+      queue_.pop_front();
+      continue;
+    }
+    auto p = place(rec.request, now);
+    if (!p) break;  // first in, first placed
+    rec.placement = p;
+    out.push_back(*p);
+    queue_.pop_front();
+  }
+  return out;
+}
+
+void Dispatcher::started(int request, Ns at) {
+  if (auto it = records_.find(request); it != records_.end() && !it->second.started) it->second.started = at;
+}
+
+void Dispatcher::finished(int request, Ns at, int preemptions) {
+  if (auto it = records_.find(request); it != records_.end()) {
+    it->second.finished = at;
+    it->second.preemptions = preemptions;
+  }
+}
+
+void Dispatcher::kv_delivered(int request, Ns at) {
+  if (auto it = records_.find(request); it != records_.end()) it->second.kv = at;
+}
+
+nlohmann::json Dispatcher::summary(Ns from, Ns to) const {
+  std::vector<double> ttft, wait, kv;
+  std::int64_t completed = 0, placed = 0, dedicated = 0, misses = 0, expired = 0, unfinished = 0, preemptions = 0,
+               kv_delivered = 0;
+  double tokens = 0;
+  for (const auto& [id, rec] : records_) {
+    if (rec.placement) {
+      ++placed;
+      if (gpus_.at(static_cast<std::size_t>(rec.placement->gpu)).gpu.dedicated) ++dedicated;
+    }
+    if (rec.expired) {
+      ++expired;
+      ++misses;
+      continue;
+    }
+    if (rec.finished) {
+      ++completed;
+      preemptions += rec.preemptions;
+      const auto t = *rec.finished - rec.request.arrived_ns;
+      ttft.push_back(static_cast<double>(t) / 1e9);
+      if (rec.started) wait.push_back(static_cast<double>(*rec.started - rec.request.arrived_ns) / 1e9);
+      if (*rec.finished > rec.request.deadline_ns) ++misses;
+      if (*rec.finished >= from && *rec.finished < to) tokens += rec.request.tokens;
+      if (rec.kv) {
+        ++kv_delivered;
+        kv.push_back(static_cast<double>(*rec.kv - *rec.finished) / 1e9);
+      }
+    } else {
+      ++unfinished;
+      // Not done by the end of the run: a miss unless its deadline was still ahead.
+      if (rec.request.deadline_ns <= to) ++misses;
+    }
+  }
+  const double window = static_cast<double>(to - from) / 1e9;
+  return {{"requests", records_.size()},
+          {"placed", placed},
+          {"placed_on_dedicated", dedicated},
+          {"completed", completed},
+          {"queued_at_end", queue_.size()},
+          {"expired", expired},
+          {"unfinished", unfinished},
+          {"deadline_misses", misses},
+          {"preemptions", preemptions},
+          {"ttft_s", {{"p50", workload::quantile(ttft, 0.5)}, {"p99", workload::quantile(ttft, 0.99)}}},
+          {"queue_wait_s", {{"p50", workload::quantile(wait, 0.5)}, {"p99", workload::quantile(wait, 0.99)}}},
+          {"kv_delivered", kv_delivered},
+          {"kv_transfer_s", {{"p50", workload::quantile(kv, 0.5)}, {"p99", workload::quantile(kv, 0.99)}}},
+          {"tokens_per_s", window > 0 ? tokens / window : 0.0}};
+}
+
+}  // namespace wanlab::bubbletea

@@ -1,0 +1,230 @@
+// BubbleTea: the prefill cost model, arrivals, the dispatcher's bubble prediction and
+// admission, and GPU sharing with preemption at layer boundaries.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "prefill.hpp"
+#include "wanlab/bubbletea/dispatcher.hpp"
+#include "wanlab/workload/prefill.hpp"
+
+using namespace wanlab;
+using bubbletea::Dispatcher;
+using bubbletea::Interval;
+using bubbletea::Ns;
+
+namespace {
+
+constexpr Ns kMs = 1'000'000;
+
+bubbletea::Request req(int id, Ns at, double flops, Ns deadline = 10'000 * kMs) {
+  return {id, at, 1024, flops, at + deadline};
+}
+
+}  // namespace
+
+TEST_CASE("prefill cost of Llama-2-7B over 2048 tokens", "[bubbletea]") {
+  const auto& m = *workload::find_preset("7b");
+  const auto c = workload::prefill_cost(m, 2048);
+  const double T = 2048, h = 4096, f = 11008, v = 32000;
+  // QKV + output + gated MLP (3 matrices) + scores and context over one sequence of T.
+  const double per_layer = 2 * T * h * (3 * h) + 2 * T * h * h + 3 * 2 * T * h * f + 2 * 2 * T * T * h;
+  CHECK(c.flops_per_layer == Approx(per_layer).epsilon(1e-12));
+  CHECK(c.flops == Approx(32 * per_layer + 2 * h * v).epsilon(1e-12));
+  CHECK(c.kv_bytes == 2ull * 32 * 32 * 128 * 2048 * 2);  // 1 GiB
+  CHECK(c.prompt_bytes == 4 * 2048);
+  // Grouped-query attention shrinks the KV cache by heads / kv_heads.
+  CHECK(workload::prefill_cost(*workload::find_preset("8b"), 2048).kv_bytes == c.kv_bytes / 4);
+}
+
+TEST_CASE("prefill arrivals: seeded Poisson at the asked rate, traces looped", "[bubbletea]") {
+  workload::PrefillSpec spec;
+  spec.rate_per_s = 200;
+  spec.prompt = {workload::PromptTokens::Kind::lognormal, 0, 64, 8192, 1024, 0.5};
+  const auto a = workload::prefill_arrivals(spec, 7, 100);
+  CHECK(static_cast<double>(a.size()) == Approx(20000).epsilon(0.03));
+  CHECK(a == workload::prefill_arrivals(spec, 7, 100));
+  CHECK(a != workload::prefill_arrivals(spec, 8, 100));
+  for (std::size_t i = 1; i < a.size(); ++i) REQUIRE(a[i].at_s >= a[i - 1].at_s);
+  std::vector<double> tokens;
+  for (const auto& r : a) {
+    REQUIRE(r.prompt_tokens >= 64);
+    REQUIRE(r.prompt_tokens <= 8192);
+    tokens.push_back(r.prompt_tokens);
+  }
+  std::sort(tokens.begin(), tokens.end());
+  CHECK(tokens[tokens.size() / 2] == Approx(1024).epsilon(0.05));  // the median
+
+  workload::PrefillSpec trace;
+  trace.arrival = workload::PrefillSpec::Arrival::trace;
+  trace.trace = {{0.0, 100}, {0.5, 200}, {1.0, 300}};
+  CHECK(workload::prefill_arrivals(trace, 1, 10).size() == 3);
+  trace.loop = true;
+  const auto looped = workload::prefill_arrivals(trace, 1, 2.6);
+  // The period is the last row's time: 0, .5, 1 | 1, 1.5, 2 | 2, 2.5.
+  REQUIRE(looped.size() == 8);
+  CHECK(looped[3].at_s == Approx(1.0));
+  CHECK(looped[3].prompt_tokens == 100);
+  CHECK(looped[4].at_s == Approx(1.5));
+  CHECK(looped[4].prompt_tokens == 200);
+}
+
+TEST_CASE("bubbles are predicted from the last iteration's waits", "[bubbletea]") {
+  Dispatcher d({{1e15, 0, false}}, {0.1, 1 * kMs, 2});
+  // Iteration 0 ran [0, 100 ms) and waited in [10, 40) and [60, 90); a 0.5 ms wait is noise.
+  d.learn(0, 0, 100 * kMs, {{10 * kMs, 40 * kMs}, {60 * kMs, 90 * kMs}, {95 * kMs, 95 * kMs + 500'000}});
+  const std::vector<Interval> expected{
+      {110 * kMs, 140 * kMs}, {160 * kMs, 190 * kMs}, {210 * kMs, 240 * kMs}, {260 * kMs, 290 * kMs}};
+  CHECK(d.free_bubbles(0, 100 * kMs) == expected);
+  // From 120 ms on, the first bubble is what is left of it.
+  CHECK(d.free_bubbles(0, 120 * kMs).front() == Interval{120 * kMs, 140 * kMs});
+}
+
+TEST_CASE("admission never places a prefill that cannot fit", "[bubbletea]") {
+  // Four GPUs at 1e15 FLOP/s: 1e13 FLOPs = 10 ms, reserved 11 ms with the 10 % margin.
+  std::vector<bubbletea::Gpu> gpus(4, {1e15, 2 * kMs, false});
+  Dispatcher d(gpus, {0.1, 1 * kMs, 3});
+  std::mt19937 rng(3);
+  std::vector<std::vector<Interval>> bubbles(4);
+  for (int g = 0; g < 4; ++g) {
+    std::vector<Interval> idle;
+    Ns t = 0;
+    for (int i = 0; i < 12; ++i) {
+      t += static_cast<Ns>(rng() % 20 + 1) * kMs;
+      const Ns len = static_cast<Ns>(rng() % 30 + 1) * kMs;
+      idle.push_back({t, t + len});
+      t += len;
+    }
+    d.learn(g, 0, t + kMs, idle);
+    bubbles[static_cast<std::size_t>(g)] = d.free_bubbles(g, 0);
+  }
+  std::vector<bubbletea::Placement> placed;
+  Ns now = 0;
+  for (int i = 0; i < 200; ++i) {
+    now += static_cast<Ns>(rng() % 3) * kMs;
+    const double flops = static_cast<double>(rng() % 20 + 1) * 1e12;  // 1-20 ms
+    if (auto p = d.request(req(i, now, flops), now)) {
+      placed.push_back(*p);
+      const auto need = static_cast<Ns>(std::ceil(flops / 1e15 * 1e9 * 1.1));
+      REQUIRE(p->end_ns - p->start_ns == need);
+      REQUIRE(p->start_ns >= now + 2 * kMs);  // not before the prompt can be there
+      bool inside = false;
+      for (const auto& b : bubbles[static_cast<std::size_t>(p->gpu)])
+        inside = inside || (p->start_ns >= b.start && p->end_ns <= b.end);
+      REQUIRE(inside);
+    }
+  }
+  REQUIRE(placed.size() > 20);
+  for (const auto& a : placed)
+    for (const auto& b : placed)
+      if (a.request != b.request && a.gpu == b.gpu) REQUIRE((a.end_ns <= b.start_ns || b.end_ns <= a.start_ns));
+}
+
+TEST_CASE("under overload requests queue, expire at their deadline and count as misses", "[bubbletea]") {
+  Dispatcher d({{1e15, 0, false}}, {0.0, 1 * kMs, 1});
+  d.learn(0, 0, 100 * kMs, {{0, 20 * kMs}});  // one 20 ms bubble per 100 ms iteration: [100, 120)
+  // 10 ms each: two fit; the rest queue.
+  for (int i = 0; i < 6; ++i) d.request(req(i, 90 * kMs, 1e13, 150 * kMs), 90 * kMs);
+  CHECK(d.queued() == 4);
+  d.finished(0, 111 * kMs, 0);
+  d.finished(1, 121 * kMs, 1);
+  // The next iteration: room for two more, before their deadline (240 ms).
+  d.learn(0, 100 * kMs, 200 * kMs, {{100 * kMs, 120 * kMs}});
+  CHECK(d.retry(200 * kMs).size() == 2);
+  CHECK(d.queued() == 2);
+  // Those left pass their deadline while queued.
+  CHECK(d.retry(250 * kMs).empty());
+  CHECK(d.queued() == 0);
+  const auto s = d.summary(0, 300 * kMs);
+  CHECK(s["requests"] == 6);
+  CHECK(s["placed"] == 4);
+  CHECK(s["completed"] == 2);
+  CHECK(s["expired"] == 2);
+  CHECK(s["unfinished"] == 2);  // placed at 200 ms, never reported done
+  CHECK(s["deadline_misses"] == 4);
+  CHECK(s["preemptions"] == 1);
+}
+
+TEST_CASE("a dedicated inference GPU takes what fits in no bubble", "[bubbletea]") {
+  Dispatcher d({{1e15, 0, false}, {1e15, 0, true}}, {0.0, 1 * kMs, 1});
+  d.learn(0, 0, 100 * kMs, {{0, 5 * kMs}});
+  const auto p = d.request(req(0, 0, 1e13), 0);  // 10 ms: no 5 ms bubble holds it
+  REQUIRE(p);
+  CHECK(p->gpu == 1);
+  CHECK(p->start_ns == 0);
+}
+
+TEST_CASE("training preempts a running prefill at the next layer boundary", "[bubbletea]") {
+  using namespace std::chrono;
+  agent::GpuShare share;
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<agent::PrefillOutcome> outcome;
+  // 20 layers of 5 ms (modeled at 1e12 FLOP/s).
+  agent::PrefillRunner runner(share, 1e12, -1, [&](const agent::PrefillJob&, const agent::PrefillOutcome& o) {
+    std::lock_guard lock(m);
+    outcome = o;
+    cv.notify_all();
+  });
+  const auto start = agent::Clock::now();
+  runner.start(start);
+  agent::PrefillJob job;
+  job.id = 1;
+  job.layers = 20;
+  job.flops_per_layer = 5e9;
+  runner.add(job);
+  runner.prompt_arrived(1);
+  share.training_idle();  // no expectation of when training returns
+  std::this_thread::sleep_for(milliseconds(22));
+  const auto t0 = agent::Clock::now();
+  share.training_busy();  // waits for the layer in progress only
+  const auto waited = agent::Clock::now() - t0;
+  CHECK(waited < milliseconds(40));  // one 5 ms layer, not the 80+ ms of prefill left
+  std::this_thread::sleep_for(milliseconds(30));  // training computes: no layer may run
+  {
+    std::lock_guard lock(m);
+    CHECK(!outcome);
+  }
+  share.training_idle();
+  {
+    std::unique_lock lock(m);
+    REQUIRE(cv.wait_for(lock, seconds(2), [&] { return outcome.has_value(); }));
+  }
+  runner.stop();
+  CHECK(outcome->complete);
+  CHECK(outcome->preemptions == 1);
+  REQUIRE(outcome->spans.size() == 2);
+  // GPU time used: 20 layers of 5 ms, in two runs around the 30 ms training gap.
+  const auto used = (outcome->spans[0].end_ns - outcome->spans[0].start_ns) +
+                    (outcome->spans[1].end_ns - outcome->spans[1].start_ns);
+  CHECK(used >= 100'000'000);
+  CHECK(outcome->spans[1].start_ns - outcome->spans[0].end_ns >= 30'000'000);
+}
+
+TEST_CASE("a prefill does not start a layer that would run into training's expected return", "[bubbletea]") {
+  using namespace std::chrono;
+  agent::GpuShare share;
+  std::atomic<int> done{0};
+  agent::PrefillOutcome last;
+  agent::PrefillRunner runner(share, 1e12, -1, [&](const agent::PrefillJob&, const agent::PrefillOutcome& o) {
+    last = o;
+    ++done;
+  });
+  runner.start(agent::Clock::now());
+  agent::PrefillJob job;
+  job.id = 1;
+  job.layers = 4;
+  job.flops_per_layer = 10e9;  // 10 ms layers
+  runner.add(job);
+  runner.prompt_arrived(1);
+  share.training_idle(agent::Clock::now() + milliseconds(5));  // back in 5 ms: no layer fits
+  std::this_thread::sleep_for(milliseconds(20));
+  share.training_busy();
+  CHECK(done == 0);
+  runner.stop();  // the job is reported, incomplete, having never run
+  CHECK(done == 1);
+  CHECK(!last.complete);
+  CHECK(last.spans.empty());
+}
