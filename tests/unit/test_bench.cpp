@@ -206,3 +206,40 @@ TEST_CASE("DP across DCs: refused with the reason when the lab cannot host it", 
                                                             {{"name", "b"}, {"nodes", 1}, {"gpus_per_node", 2}}}))),
              Contains("only one DC has room") && Contains("a: 8, b: 0"));
 }
+
+TEST_CASE("bench: a prefill scenario runs each variant's training-only twin first", "[unit][bench][prefill]") {
+  const auto v = cli::bench::expand_variants({"fair", "atlas"}, {4}, true);
+  const auto t = cli::bench::add_training_only_twins(v);
+  std::vector<std::string> names;
+  for (const auto& x : t) names.push_back(x.name);
+  CHECK(names == std::vector<std::string>{"fair-k4-training-only", "fair-k4", "atlas-k4-training-only", "atlas-k4",
+                                          "fair-k4-dp-across-dcs"});
+  CHECK(t[0].training_only);
+  CHECK_FALSE(t[1].training_only);
+  CHECK(t[0].policy == "fair");
+  // Applying it twice adds nothing.
+  CHECK(cli::bench::add_training_only_twins(t).size() == t.size());
+}
+
+TEST_CASE("bench: training slowdown and the prefill table", "[unit][bench][prefill]") {
+  const nlohmann::json without{{"iteration_time_s", {{"mean", 2.0}}}};
+  nlohmann::json with{{"iteration_time_s", {{"mean", 2.02}}},
+                      {"gpu_utilization", {{"mean", 0.91}}},
+                      {"prefill",
+                       {{"requests", 1000},
+                        {"completed", 990},
+                        {"ttft_s", {{"p50", 0.12}, {"p99", 0.9}}},
+                        {"deadline_misses", 3},
+                        {"preemptions", 40},
+                        {"tokens_per_s", 123456.0}}}};
+  CHECK(cli::bench::training_slowdown(with, without).get<double>() == Approx(0.01));
+  CHECK(cli::bench::training_slowdown(with, nlohmann::json::object()).is_null());
+  with["training_slowdown"] = cli::bench::training_slowdown(with, without);
+  const nlohmann::json b{{"scenario", "s"},
+                         {"baseline", "fair-k4"},
+                         {"variants",
+                          {{{"name", "fair-k4-training-only"}, {"summary", without}},
+                           {{"name", "fair-k4"}, {"summary", with}}}}};
+  const auto md = cli::bench::markdown(b);
+  CHECK(md.find("| fair-k4 | 91.0 | +1.00 | 1000 | 990 | 0.120 | 0.900 | 3 | 40 | 123456 |") != std::string::npos);
+}

@@ -21,8 +21,20 @@ struct Variant {
   std::string policy;
   int connections = 1;
   std::string placement = kAtlasRule;
+  /// A scenario with a prefill load run without it: what training alone does.
+  bool training_only = false;
   bool operator==(const Variant&) const = default;
 };
+
+inline constexpr const char* kTrainingOnlySuffix = "-training-only";
+
+/// Scenarios with a prefill load: before each variant (the "DP across DCs" baseline aside)
+/// its twin without the load, named NAME-training-only, so each has its training slowdown.
+std::vector<Variant> add_training_only_twins(const std::vector<Variant>& variants);
+
+/// Iteration time with the prefill load over without it, - 1 (summary.json's
+/// training_slowdown); null when either is missing or zero.
+nlohmann::json training_slowdown(const nlohmann::json& with_load, const nlohmann::json& without);
 
 /// "fair,atlas" -> {"fair", "atlas"}: trimmed, empty items dropped, duplicates dropped
 /// (first kept). Throws std::invalid_argument for a name that could not name a folder

@@ -83,6 +83,14 @@ int cmd_bench(const BenchArgs& a) {
     }
   }
 
+  // With a prefill load, each variant's twin without it gives its training slowdown.
+  std::optional<workload::Scenario> training_only;
+  if (scenario.prefill) {
+    variants = bench::add_training_only_twins(variants);
+    training_only = scenario;
+    training_only->prefill.reset();
+  }
+
   if (!check_privileges("bench")) return 1;
   const fs::path out =
       fs::absolute(a.out ? fs::path(*a.out) : fs::path("bench-results") / (scenario.name + "-" + timestamp()));
@@ -123,9 +131,11 @@ int cmd_bench(const BenchArgs& a) {
     std::fflush(stdout);
     const fs::path folder = out / v.name;
     fs::remove_all(folder, ec);  // an earlier bench's run of this variant
-    const workload::Scenario& scen = v.placement == bench::kDpAcrossDcs ? *dp_across : scenario;
+    const workload::Scenario& scen = v.placement == bench::kDpAcrossDcs ? *dp_across
+                                     : v.training_only                  ? *training_only
+                                                                        : scenario;
     RunRequest request{fs::absolute(a.scenario), folder, v.connections, v.policy};
-    if (v.placement == bench::kDpAcrossDcs) {
+    if (v.placement == bench::kDpAcrossDcs || v.training_only) {
       // The modified scenario runs from the variant's folder; its topology path is absolute.
       request.scenario = folder / "bench-scenario.json";
       try {
@@ -147,12 +157,30 @@ int cmd_bench(const BenchArgs& a) {
           "utilization {:.1f} %\n",
           tag, num("/iteration_time_s/mean"), num("/iteration_time_s/p99"), 100 * num("/gpu_utilization/mean"),
           100 * num("/bubble_fraction"), 100 * bench::wan_utilization(s));
-      done.push_back({{"name", v.name},
-                      {"policy", v.policy},
-                      {"connections", v.connections},
-                      {"placement", v.placement},
-                      {"folder", v.name},
-                      {"summary", s}});
+      json entry{{"name", v.name},       {"policy", v.policy}, {"connections", v.connections},
+                 {"placement", v.placement}, {"folder", v.name},   {"summary", s}};
+      if (v.training_only) entry["training_only"] = true;
+      if (s.contains("prefill")) {
+        // The twin ran just before: the slowdown the load caused, into the run's summary too.
+        for (const auto& d : done)
+          if (d.at("name") == v.name + bench::kTrainingOnlySuffix)
+            entry["summary"]["training_slowdown"] = bench::training_slowdown(s, d.at("summary"));
+        const auto& pf = entry["summary"];
+        fmt::print("{}: prefill {} of {} requests done, TTFT p50 {:.3f} s p99 {:.3f} s, {} deadline misses, {} "
+                   "preemptions, training slowdown {}\n",
+                   tag, pf["prefill"].value("completed", 0), pf["prefill"].value("requests", 0),
+                   bench::number(pf, "/prefill/ttft_s/p50").value_or(0), bench::number(pf, "/prefill/ttft_s/p99").value_or(0),
+                   pf["prefill"].value("deadline_misses", 0), pf["prefill"].value("preemptions", 0),
+                   pf["training_slowdown"].is_number()
+                       ? fmt::format("{:+.2f} %", 100 * pf["training_slowdown"].get<double>())
+                       : std::string("n/a"));
+        try {
+          write_text_file(folder / "summary.json", entry["summary"].dump(2) + "\n");
+        } catch (const std::exception& e) {
+          fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+        }
+      }
+      done.push_back(std::move(entry));
       continue;
     }
     if (outcome.rc == 130) {

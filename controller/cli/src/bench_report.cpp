@@ -121,6 +121,29 @@ std::vector<Variant> expand_variants(const std::vector<std::string>& policies, c
   return out;
 }
 
+std::vector<Variant> add_training_only_twins(const std::vector<Variant>& variants) {
+  std::vector<Variant> out;
+  for (const auto& v : variants) {
+    const bool has_twin = std::any_of(variants.begin(), variants.end(),
+                                      [&](const Variant& t) { return t.name == v.name + kTrainingOnlySuffix; });
+    if (v.placement != kDpAcrossDcs && !v.training_only && !has_twin) {
+      Variant twin = v;
+      twin.name += kTrainingOnlySuffix;
+      twin.training_only = true;
+      out.push_back(std::move(twin));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+json training_slowdown(const json& with_load, const json& without) {
+  const auto a = number(with_load, "/iteration_time_s/mean");
+  const auto b = number(without, "/iteration_time_s/mean");
+  if (!a || !b || *a <= 0 || *b <= 0) return nullptr;
+  return *a / *b - 1;
+}
+
 double wan_utilization(const json& summary) {
   double sum = 0;
   int n = 0;
@@ -170,6 +193,30 @@ std::string markdown(const json& bench) {
                       speedup.is_number() ? fmt::format("{:.2f}x", speedup.get<double>()) : "n/a",
                       fixed(at("/gpu_utilization/mean"), "{:.1f}", 100), fixed(at("/bubble_fraction"), "{:.1f}", 100),
                       fmt::format("{:.1f}", 100 * wan_utilization(s)));
+  }
+  bool prefill = false;
+  for (const auto& v : bench.value("variants", json::array()))
+    prefill |= v.contains("summary") && v.at("summary").contains("prefill");
+  if (prefill) {
+    md += "\nPrefill (BubbleTea) in the bubbles: training slowdown is the variant's iteration time over its "
+          "`-training-only` twin's, - 1.\n\n";
+    md += "| variant | GPU utilization (%) | training slowdown (%) | requests | completed | TTFT p50 (s) | TTFT p99 (s) | "
+          "deadline misses | preemptions | prompt tokens/s |\n";
+    md += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    for (const auto& v : bench.value("variants", json::array())) {
+      if (!v.contains("summary") || !v.at("summary").contains("prefill")) continue;
+      const auto& s = v.at("summary");
+      const auto at = [&](const char* pointer) {
+        const json::json_pointer p(pointer);
+        return s.contains(p) ? s.at(p) : json();
+      };
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", v.value("name", std::string{"?"}),
+                        fixed(at("/gpu_utilization/mean"), "{:.1f}", 100), fixed(at("/training_slowdown"), "{:+.2f}", 100),
+                        fixed(at("/prefill/requests"), "{:.0f}"), fixed(at("/prefill/completed"), "{:.0f}"),
+                        fixed(at("/prefill/ttft_s/p50"), "{:.3f}"), fixed(at("/prefill/ttft_s/p99"), "{:.3f}"),
+                        fixed(at("/prefill/deadline_misses"), "{:.0f}"), fixed(at("/prefill/preemptions"), "{:.0f}"),
+                        fixed(at("/prefill/tokens_per_s"), "{:.0f}"));
+    }
   }
   const auto skipped = bench.value("skipped", json::array());
   if (!skipped.empty()) {
