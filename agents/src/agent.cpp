@@ -474,18 +474,20 @@ void Agent::handle(const nlohmann::json& m) {
           };
         }
         const auto id = r->id;
-        wo.on_iteration = [this, id](int worker, const program::IterationTime& t, int iteration,
-                                     const std::vector<std::pair<std::int64_t, std::int64_t>>& idle) {
+        const int slot = w.at("gpu").get<int>();
+        if (r->shares.count(slot)) wo.gpu_share = r->shares.at(slot).get();
+        GpuShare* share = wo.gpu_share;
+        wo.on_iteration = [this, id, share](int worker, const program::IterationTime& t, int iteration,
+                                            const std::vector<std::pair<std::int64_t, std::int64_t>>& idle) {
           auto p = msg("progress", id);
           p["worker"] = worker;
           p["iteration"] = iteration;
           p["start_ns"] = t.start_ns;
           p["end_ns"] = t.end_ns;
           p["idle"] = idle;
+          if (share) p["prefill_wait_ns"] = share->training_waited_ns();
           send_(p);
         };
-        const int slot = w.at("gpu").get<int>();
-        if (r->shares.count(slot)) wo.gpu_share = r->shares.at(slot).get();
         r->workers.push_back(std::make_unique<Worker>(std::move(programs[wi++]), std::move(c), *r->data, wo));
         r->worker_of_slot[slot] = r->workers.back().get();
       }

@@ -29,7 +29,10 @@ void GpuShare::training_idle(Clock::time_point until) {
 void GpuShare::training_busy() {
   std::unique_lock lock(mutex_);
   idle_ = false;
+  if (!layer_running_) return;
+  const auto t0 = Clock::now();
   cv_.wait(lock, [&] { return !layer_running_; });
+  waited_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
 }
 
 void GpuShare::layer_end() {

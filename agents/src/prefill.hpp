@@ -56,6 +56,11 @@ class GpuShare {
   bool idle_locked() const { return idle_; }
   void layer_begin_locked() { layer_running_ = true; }
   void layer_end();
+  /// How long training has waited in total for prefill layers to end (the interference).
+  std::int64_t training_waited_ns() {
+    std::lock_guard lock(mutex_);
+    return waited_ns_;
+  }
   /// Wakes every waiter (abort, new work).
   void notify() { cv_.notify_all(); }
 
@@ -65,6 +70,7 @@ class GpuShare {
   bool idle_ = false;
   Clock::time_point until_ = Clock::time_point::max();
   bool layer_running_ = false;
+  std::int64_t waited_ns_ = 0;
 };
 
 /// One placed prefill, as the controller's `prefill` message gives it.

@@ -13,6 +13,7 @@ namespace {
 constexpr Ns kForever = std::numeric_limits<Ns>::max() / 4;
 // Reservations that ended this long ago cannot matter to a new placement any more.
 constexpr Ns kKeepReservations = 1'000'000'000;
+constexpr std::size_t kMaxRetries = 256;
 
 }  // namespace
 
@@ -103,31 +104,37 @@ std::optional<Placement> Dispatcher::request(const Request& r, Ns now) {
   if (records_.count(r.id)) throw std::invalid_argument("prefill request " + std::to_string(r.id) + " arrived twice");
   auto& rec = records_[r.id];
   rec.request = r;
-  // Behind earlier queued requests, a new one waits its turn.
-  if (queue_.empty())
-    if (auto p = place(r, now)) {
-      rec.placement = p;
-      return p;
-    }
+  // Placed at once where it fits, even past queued ones: a long prompt that fits no bubble
+  // must not hold up short ones that do.
+  if (auto p = place(r, now)) {
+    rec.placement = p;
+    return p;
+  }
   queue_.push_back(r.id);
   return std::nullopt;
 }
 
 std::vector<Placement> Dispatcher::retry(Ns now) {
   std::vector<Placement> out;
-  while (!queue_.empty()) {
-    auto& rec = records_.at(queue_.front());
+  std::deque<int> left;
+  std::size_t tried = 0;
+  for (const int id : queue_) {
+    auto& rec = records_.at(id);
     if (rec.request.deadline_ns <= now) {
       rec.expired = true;
-      queue_.pop_front();
       continue;
     }
-    auto p = place(rec.request, now);
-    if (!p) break;  // first in, first placed
+    // Oldest first; a bounded number of attempts per call keeps a long queue cheap.
+    std::optional<Placement> p;
+    if (tried++ < kMaxRetries) p = place(rec.request, now);
+    if (!p) {
+      left.push_back(id);
+      continue;
+    }
     rec.placement = p;
     out.push_back(*p);
-    queue_.pop_front();
   }
+  queue_ = std::move(left);
   return out;
 }
 
@@ -136,9 +143,17 @@ void Dispatcher::started(int request, Ns at) {
 }
 
 void Dispatcher::finished(int request, Ns at, int preemptions) {
-  if (auto it = records_.find(request); it != records_.end()) {
-    it->second.finished = at;
-    it->second.preemptions = preemptions;
+  const auto it = records_.find(request);
+  if (it == records_.end()) return;
+  auto& rec = it->second;
+  rec.finished = at;
+  rec.preemptions = preemptions;
+  // Done (often before its reserved time, as GPUs take work early when idle): what is left
+  // of its reservation is free again.
+  if (rec.placement) {
+    auto& res = gpus_.at(static_cast<std::size_t>(rec.placement->gpu)).reserved;
+    const Interval iv{rec.placement->start_ns, rec.placement->end_ns};
+    if (const auto r = std::find(res.begin(), res.end(), iv); r != res.end()) res.erase(r);
   }
 }
 

@@ -40,6 +40,7 @@ PrefillService::PrefillService(const workload::Plan& plan, std::string run_id, s
       address_[core::node_name(plan.topology.dcs[dc], n)] = core::node_address(static_cast<int>(dc), n).to_string();
   for (std::size_t i = 0; i < plan_.gpus.size(); ++i)
     if (plan_.gpus[i].worker >= 0) gpu_of_worker_[plan_.gpus[i].worker] = static_cast<int>(i);
+  iterations_ = plan.scenario.iterations;
   const auto& m = plan_.spec.model;
   layer_shape_ = program::StageShape{1, 0, m.hidden, m.ffn_hidden, m.heads, m.kv_heads, 0, 0, m.gated_mlp, 1};
   // Until an iteration has been seen, the plan run on a virtual clock without contention
@@ -130,6 +131,7 @@ std::vector<PrefillMessage> PrefillService::message(const std::string& node, con
   } else if (type == "progress") {
     const auto it = gpu_of_worker_.find(m.value("worker", -1));
     if (it == gpu_of_worker_.end() || !m.contains("idle")) return {};
+    if (m.contains("prefill_wait_ns")) prefill_wait_ns_[m.at("worker").get<int>()] = m.at("prefill_wait_ns").get<std::int64_t>();
     std::vector<bubbletea::Interval> idle;
     for (const auto& i : m.at("idle")) idle.push_back({i.at(0).get<bubbletea::Ns>(), i.at(1).get<bubbletea::Ns>()});
     dispatcher_.learn(it->second, m.at("start_ns").get<bubbletea::Ns>(), m.at("end_ns").get<bubbletea::Ns>(), idle);
@@ -139,6 +141,7 @@ std::vector<PrefillMessage> PrefillService::message(const std::string& node, con
     if (m.value("complete", false)) {
       dispatcher_.started(id, m.at("started_ns").get<bubbletea::Ns>());
       dispatcher_.finished(id, m.at("finished_ns").get<bubbletea::Ns>(), m.value("preemptions", 0));
+      append(dispatcher_.retry(now));
     }
   } else if (type == "kv_received") {
     dispatcher_.kv_delivered(m.at("id").get<int>(), now);
@@ -148,6 +151,15 @@ std::vector<PrefillMessage> PrefillService::message(const std::string& node, con
 
 nlohmann::json PrefillService::summary(bubbletea::Ns from, bubbletea::Ns to) const {
   auto s = dispatcher_.summary(from, to);
+  // The interference at the GPUs: how long training waited for a prefill layer to end.
+  double sum = 0, max = 0;
+  for (const auto& [w, ns] : prefill_wait_ns_) {
+    const double per_iteration = static_cast<double>(ns) / 1e9 / iterations_;
+    sum += per_iteration;
+    max = std::max(max, per_iteration);
+  }
+  const std::size_t gpus = gpu_of_worker_.size();
+  s["training_wait_s_per_iteration"] = {{"mean", gpus ? sum / static_cast<double>(gpus) : 0.0}, {"max", max}};
   const auto& sp = plan_.spec;
   s["offered_rate_per_s"] = sp.arrival == workload::PrefillSpec::Arrival::poisson ? sp.rate_per_s : 0.0;
   s["model"] = sp.model.preset.empty() ? "custom" : sp.model.preset;

@@ -10,8 +10,9 @@
 // Admission: a request runs for flops / the GPU's FLOP/s; it is placed where that time
 // x (1 + margin) fits inside one predicted bubble, no earlier than its prompt can reach
 // the GPU, choosing the placement that finishes first. What fits nowhere waits in a queue
-// (retried as predictions are renewed); a queued request whose deadline passes is expired:
-// counted as a deadline miss, never silently dropped.
+// (retried, oldest first, as predictions are renewed and prefills finish and free the rest
+// of their reservations); a queued request whose deadline passes is expired: counted as a
+// deadline miss, never silently dropped.
 #include <cstdint>
 #include <deque>
 #include <map>

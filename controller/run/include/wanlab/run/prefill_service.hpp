@@ -55,6 +55,8 @@ class PrefillService {
   bubbletea::Dispatcher dispatcher_;
   std::map<int, bubbletea::Request> requests_;
   program::StageShape layer_shape_;  // per request: tokens filled in
+  int iterations_ = 1;
+  std::map<int, std::int64_t> prefill_wait_ns_;  // per training worker: how long it waited for prefill layers
 };
 
 }  // namespace wanlab::run
