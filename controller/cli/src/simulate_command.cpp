@@ -168,7 +168,9 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
       fs::create_directories(folder);
       write_text_file(folder / "summary.json", summary.dump(2) + "\n");
       write_text_file(folder / "links.csv", run::links_csv(topo, samples));
-      write_text_file(folder / "windows.csv", windows_csv(topo, r.windows));
+      // As in the lab: windows.csv for policies with windows only.
+      if (arbiter::make_policy(scen.policy)->exclusive())
+        write_text_file(folder / "windows.csv", windows_csv(topo, r.windows));
       auto scen_json = workload::to_json(scen);
       if (topo.dcs.size() != 0 && !core::same_dcs(topo, core::load_topology(scen.topology_path))) {
         write_text_file(folder / "topology.json", core::to_json(topo).dump(2) + "\n");

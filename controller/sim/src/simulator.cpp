@@ -289,7 +289,8 @@ class Simulation {
         collective_end(e.a, now);
         break;
       case Ev::deadline:
-        arbiter_touched_ = true;
+        // Deadlines move on with every progress report; only one still due matters.
+        if (const auto d = arb_->next_deadline(); d && *d <= now) arbiter_touched_ = true;
         break;
       case Ev::tick:
         tick(now);
@@ -551,7 +552,6 @@ class Simulation {
       if (m.flow == kNone) continue;  // waits behind an earlier message on its connections
       arb_->progress(m.transfer, static_cast<std::uint64_t>(net_.sent(m.flow, now)), now);
     }
-    arbiter_touched_ = true;
     plan_tick(now);
   }
 
