@@ -114,9 +114,8 @@ double Arbiter::capacity(LinkId link) const {
 }
 
 Transfer& Arbiter::get(TransferId id) {
-  const auto it = transfers_.find(id);
-  if (it == transfers_.end()) throw std::invalid_argument(fmt::format("arbiter: no transfer {}", id));
-  return it->second;
+  if (id == 0 || id > transfers_.size()) throw std::invalid_argument(fmt::format("arbiter: no transfer {}", id));
+  return transfers_[id - 1];
 }
 
 const Transfer& Arbiter::transfer(TransferId id) const {
@@ -133,9 +132,8 @@ Nanos Arbiter::window_length(const Link& l, std::uint64_t bytes) const {
 }
 
 std::size_t Arbiter::active() const {
-  return static_cast<std::size_t>(std::count_if(transfers_.begin(), transfers_.end(), [](const auto& kv) {
-    return kv.second.state != State::done;
-  }));
+  return static_cast<std::size_t>(
+      std::count_if(transfers_.begin(), transfers_.end(), [](const Transfer& t) { return t.state != State::done; }));
 }
 
 TransferId Arbiter::request(const TransferSpec& spec, Nanos now) {
@@ -143,7 +141,7 @@ TransferId Arbiter::request(const TransferSpec& spec, Nanos now) {
     throw std::invalid_argument(fmt::format("arbiter: no link {}->{}", spec.link.src, spec.link.dst));
   if (spec.bytes == 0) throw std::invalid_argument("arbiter: a transfer of 0 bytes");
   const TransferId id = next_id_++;
-  auto& t = transfers_[id];
+  auto& t = transfers_.emplace_back();
   t.id = id;
   t.spec = spec;
   t.ready = now;
@@ -185,8 +183,8 @@ void Arbiter::end_window(Link& l, Transfer& t, Nanos now, bool revoked) {
 std::vector<TransferId>::const_iterator Arbiter::best_waiting(const Link& l) const {
   // Transfers that lost a window go behind every other pending one.
   return std::min_element(l.waiting.begin(), l.waiting.end(), [&](TransferId a, TransferId b) {
-    const auto& ta = transfers_.at(a);
-    const auto& tb = transfers_.at(b);
+    const auto& ta = transfers_[a - 1];
+    const auto& tb = transfers_[b - 1];
     const bool ra = ta.state == State::revoked_pending;
     const bool rb = tb.state == State::revoked_pending;
     if (ra != rb) return rb;
@@ -203,14 +201,17 @@ void Arbiter::schedule(Link& l, Nanos now) {
   if (!policy_->exclusive()) return;
   // In policy order, no overtaking: the next one starts when the link has room for it.
   while (!l.waiting.empty()) {
-    const auto best = best_waiting(l);
-    auto& t = get(*best);
+    double used = 0;
     if (!l.owners.empty()) {
       if (l.rate_bps <= 0 || !options_.pack_small_transfers) return;
-      double used = 0;
-      for (auto id : l.owners) used += demand(l, transfers_.at(id));
-      if (used + demand(l, t) > l.rate_bps * (1 + 1e-9)) return;
+      for (auto id : l.owners) used += demand(l, get(id));
+      // No pending transfer (at least 1 byte) can fit: skip the search for the best one.
+      const double least = l.rtt <= 0 ? l.rate_bps : std::min(l.rate_bps, 8e9 / static_cast<double>(l.rtt));
+      if (used + least > l.rate_bps * (1 + 1e-9)) return;
     }
+    const auto best = best_waiting(l);
+    auto& t = get(*best);
+    if (!l.owners.empty() && used + demand(l, t) > l.rate_bps * (1 + 1e-9)) return;
     l.waiting.erase(best);
     grant(l, t, now);
   }
@@ -292,7 +293,7 @@ std::optional<Nanos> Arbiter::next_deadline() const {
   std::optional<Nanos> next;
   for (const auto& [id, l] : links_) {
     for (const auto tid : l.owners) {
-      const auto& t = transfers_.at(tid);
+      const auto& t = transfers_[tid - 1];
       Nanos d = t.planned_end;
       if (l.rate_bps > 0)
         d = std::min(d, t.last_progress + (t.progress == 0 ? options_.idle_timeout : std::max(options_.stall_after, 2 * l.rtt)));

@@ -2,9 +2,14 @@
 // `wanlab bench SCENARIO`: the same scenario under several bandwidth policies and numbers
 // of TCP connections (and the "DP across DCs" placement baseline), one run each on one
 // lab, side by side: OUT/bench.json, OUT/bench.md (also printed), one run folder per
-// variant, and plots in OUT/plots/ (bench_plots.hpp).
+// variant, and plots in OUT/plots/ (bench_plots.hpp). `--mode simulate` runs the variants in
+// the flow-level simulator instead (simulate_command.hpp); `--mode both` runs them in the
+// lab (OUT/lab/) and in the simulator (OUT/sim/) and compares the iteration times
+// (OUT/crosscheck.json, OUT/crosscheck.md, also printed).
 #include <optional>
 #include <string>
+
+#include "simulate_command.hpp"
 
 namespace wanlab::cli {
 
@@ -18,6 +23,8 @@ struct BenchArgs {
   bool keep_lab = false;
   bool quiet = false;
   bool plots_only = false;
+  std::string mode = "lab";  // lab, simulate, both
+  SimFlags sim;
 };
 int cmd_bench(const BenchArgs& a);
 

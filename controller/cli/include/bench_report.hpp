@@ -79,4 +79,13 @@ nlohmann::json ratios(const nlohmann::json& summary, const nlohmann::json& basel
 /// variants with their reasons, and what the baseline, scale and backend are.
 std::string markdown(const nlohmann::json& bench);
 
+/// The simulator against the lab (`wanlab bench --mode both`): per variant that both ran,
+/// {name, lab_iteration_s, sim_iteration_s, error (sim / lab - 1), lab_gpu_utilization,
+/// sim_gpu_utilization}, and max_abs_error over them (null when none), from the two
+/// bench.json objects. Variants only one side ran are listed in `unmatched`.
+nlohmann::json crosscheck(const nlohmann::json& lab, const nlohmann::json& sim);
+
+/// crosscheck.md: the table of crosscheck(), one row per variant, and the largest error.
+std::string crosscheck_markdown(const nlohmann::json& check);
+
 }  // namespace wanlab::cli::bench

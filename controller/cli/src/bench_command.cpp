@@ -10,6 +10,7 @@
 #include "bench_report.hpp"
 #include "commands.hpp"
 #include "run_support.hpp"
+#include "simulate_command.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/workload/baselines.hpp"
@@ -34,90 +35,33 @@ bool usable_out(const fs::path& out) {
   std::error_code ec;
   if (!fs::exists(out, ec)) return true;
   if (!fs::is_directory(out, ec)) return false;
-  return fs::is_empty(out, ec) || fs::exists(out / "bench.json", ec);
+  return fs::is_empty(out, ec) || fs::exists(out / "bench.json", ec) || fs::exists(out / "crosscheck.json", ec);
 }
 
-}  // namespace
-
-int cmd_bench(const BenchArgs& a) {
-  if (a.plots_only) return make_bench_plots(fs::path(a.scenario)) ? 0 : 1;
-
-  workload::Scenario scenario;
-  core::Topology topo;
-  std::vector<std::string> policies;
-  std::vector<int> connections;
-  try {
-    policies = bench::parse_policies(a.policies.value_or("fair,atlas"));
-    scenario = workload::load_scenario(a.scenario);
-    topo = core::load_topology(scenario.topology_path);
-    connections =
-        a.connections ? bench::parse_connections(*a.connections) : bench::default_connections(scenario.connections);
-    (void)workload::build_plan(scenario, topo);  // placement refusals, before anything is built
-  } catch (const std::invalid_argument& e) {
-    fmt::print(stderr, "wanlab: bench: {}\n", e.what());
-    return 2;
-  } catch (const core::ConfigError& e) {
-    fmt::print(stderr, "wanlab: {}\n", e.what());
-    return 2;
-  }
-
-  auto variants = bench::expand_variants(policies, connections, !a.no_placement_baseline,
-                                         scenario.placement.empty() ? bench::kAtlasRule : bench::kScenarioPlacement);
+// The variants in the lab, one run each: bench.json, bench.md, run folders and plots in `out`.
+// Returns bench.json's object (null when the lab could not be had); `rc` as cmd_bench's.
+json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const core::Topology& topo,
+                  const std::vector<bench::Variant>& variants_in, json skipped,
+                  const std::optional<workload::Scenario>& dp_across, const std::vector<std::string>& policies,
+                  const std::vector<int>& connections, const fs::path& out, int& rc) {
   const auto baseline = bench::baseline_name(connections);
-  json skipped = json::array();
-  std::optional<workload::Scenario> dp_across;
-  for (auto it = variants.begin(); it != variants.end();) {
-    if (it->placement != bench::kDpAcrossDcs) {
-      ++it;
-      continue;
-    }
-    try {
-      dp_across = workload::dp_across_dcs_placement(scenario, topo);
-      (void)workload::build_plan(*dp_across, topo);
-      ++it;
-    } catch (const core::ConfigError& e) {
-      fmt::print("not running {}: lab {} cannot host it: {}\n", it->name, topo.name, reasons(e));
-      skipped.push_back(
-          {{"name", it->name}, {"reason", fmt::format("lab {} cannot host it: {}", topo.name, reasons(e))}});
-      it = variants.erase(it);
-    }
-  }
-
   // With a prefill load, each variant's twin without it gives its training slowdown.
+  const std::vector<bench::Variant> variants =
+      scenario.prefill ? bench::add_training_only_twins(variants_in) : variants_in;
   std::optional<workload::Scenario> training_only;
   if (scenario.prefill) {
-    variants = bench::add_training_only_twins(variants);
     training_only = scenario;
     training_only->prefill.reset();
   }
-
-  if (!check_privileges("bench")) return 1;
-  const fs::path out =
-      fs::absolute(a.out ? fs::path(*a.out) : fs::path("bench-results") / (scenario.name + "-" + timestamp()));
-  if (!usable_out(out)) {
-    fmt::print(stderr,
-               "wanlab: bench: {} exists and is not an earlier bench's folder (no bench.json); give an "
-               "empty or new --out\n",
-               out.string());
-    return 2;
-  }
   std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec) {
-    fmt::print(stderr, "wanlab: bench: cannot create {}: {}\n", out.string(), ec.message());
-    return 1;
-  }
-  std::string names;
-  for (const auto& v : variants) names += (names.empty() ? "" : ", ") + v.name;
-  fmt::print("bench {}: {} variant{} ({}), baseline {}, results in {}\n", scenario.name, variants.size(),
-             variants.size() == 1 ? "" : "s", names, baseline, out.string());
-
   LabUse lab;
-  if (const int rc = acquire_lab(scenario, topo, a.backend, lab); rc != 0) return rc;
+  if (const int up = acquire_lab(scenario, topo, a.backend, lab); up != 0) {
+    rc = up;
+    return json();
+  }
   catch_interrupts();
 
   json done = json::array();
-  int rc = 0;
   bool stop = false;
   for (std::size_t i = 0; i < variants.size(); ++i) {
     const auto& v = variants[i];
@@ -222,10 +166,122 @@ int cmd_bench(const BenchArgs& a) {
 
   if (rc == 130) {
     fmt::print("interrupted: no plots (wanlab bench --plots-only {} draws them)\n", out.string());
-    return rc;
+    return result;
   }
   if (!done.empty() && !make_bench_plots(out)) rc = 1;
-  return rc;
+  return result;
+}
+
+}  // namespace
+
+int cmd_bench(const BenchArgs& a) {
+  if (a.plots_only) return make_bench_plots(fs::path(a.scenario)) ? 0 : 1;
+
+  workload::Scenario scenario;
+  core::Topology topo;
+  std::vector<std::string> policies;
+  std::vector<int> connections;
+  try {
+    if (a.mode != "lab") (void)parse_sim_flags(a.sim);
+    policies = bench::parse_policies(a.policies.value_or("fair,atlas"));
+    scenario = workload::load_scenario(a.scenario);
+    topo = core::load_topology(scenario.topology_path);
+    connections =
+        a.connections ? bench::parse_connections(*a.connections) : bench::default_connections(scenario.connections);
+    (void)workload::build_plan(scenario, topo);  // placement refusals, before anything is built
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+    return 2;
+  } catch (const core::ConfigError& e) {
+    fmt::print(stderr, "wanlab: {}\n", e.what());
+    return 2;
+  }
+
+  auto variants = bench::expand_variants(policies, connections, !a.no_placement_baseline,
+                                         scenario.placement.empty() ? bench::kAtlasRule : bench::kScenarioPlacement);
+  const auto baseline = bench::baseline_name(connections);
+  json skipped = json::array();
+  std::optional<workload::Scenario> dp_across;
+  for (auto it = variants.begin(); it != variants.end();) {
+    if (it->placement != bench::kDpAcrossDcs) {
+      ++it;
+      continue;
+    }
+    try {
+      dp_across = workload::dp_across_dcs_placement(scenario, topo);
+      (void)workload::build_plan(*dp_across, topo);
+      ++it;
+    } catch (const core::ConfigError& e) {
+      fmt::print("not running {}: lab {} cannot host it: {}\n", it->name, topo.name, reasons(e));
+      skipped.push_back(
+          {{"name", it->name}, {"reason", fmt::format("lab {} cannot host it: {}", topo.name, reasons(e))}});
+      it = variants.erase(it);
+    }
+  }
+
+  if (a.mode != "simulate" && !check_privileges("bench")) return 1;
+  const auto scenario_file = fs::absolute(a.scenario).lexically_normal().string();
+  const fs::path out =
+      fs::absolute(a.out ? fs::path(*a.out) : fs::path("bench-results") / (scenario.name + "-" + timestamp()));
+  if (!usable_out(out)) {
+    fmt::print(stderr,
+               "wanlab: bench: {} exists and is not an earlier bench's folder (no bench.json or crosscheck.json); give an "
+               "empty or new --out\n",
+               out.string());
+    return 2;
+  }
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) {
+    fmt::print(stderr, "wanlab: bench: cannot create {}: {}\n", out.string(), ec.message());
+    return 1;
+  }
+  std::string names;
+  for (const auto& v : variants) names += (names.empty() ? "" : ", ") + v.name;
+  fmt::print("bench {}: {} variant{} ({}), baseline {}, results in {}\n", scenario.name, variants.size(),
+             variants.size() == 1 ? "" : "s", names, baseline, out.string());
+
+  int rc = 0;
+  if (a.mode == "simulate") {
+    try {
+      const auto result = simulate_variants(scenario, scenario_file, topo, variants, dp_across, skipped, policies,
+                                            connections, a.sim, out, rc);
+      fmt::print("\n{}\nresults: {}/bench.json, bench.md, one run folder per variant\n", bench::markdown(result),
+                 out.string());
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+      return 1;
+    }
+    return rc;
+  }
+  if (a.mode == "lab") {
+    (void)lab_variants(a, scenario, topo, variants, skipped, dp_across, policies, connections, out, rc);
+    return rc;
+  }
+  // both: the lab first (it takes minutes), then the simulator, then the comparison.
+  const auto lab = lab_variants(a, scenario, topo, variants, skipped, dp_across, policies, connections, out / "lab", rc);
+  if (lab.is_null() || rc == 130) return rc;
+  int sim_rc = 0;
+  json simulated;
+  try {
+    fmt::print("\nsimulating the same variants\n");
+    simulated = simulate_variants(scenario, scenario_file, topo, variants, dp_across, skipped, policies, connections,
+                                  a.sim, out / "sim", sim_rc);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+    return 1;
+  }
+  const auto check = bench::crosscheck(lab, simulated);
+  const auto md = bench::crosscheck_markdown(check);
+  try {
+    write_text_file(out / "crosscheck.json", check.dump(2) + "\n");
+    write_text_file(out / "crosscheck.md", md);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+    return 1;
+  }
+  fmt::print("\n{}\nresults: {}/lab, {}/sim, crosscheck.json, crosscheck.md\n", md, out.string(), out.string());
+  return rc != 0 ? rc : sim_rc;
 }
 
 }  // namespace wanlab::cli

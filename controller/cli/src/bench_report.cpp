@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <stdexcept>
 
@@ -240,6 +241,70 @@ std::string markdown(const json& bench) {
                                scale)
                  : "",
       backend);
+  return md;
+}
+
+json crosscheck(const json& lab, const json& sim) {
+  const auto by_name = [](const json& bench) {
+    std::map<std::string, json> out;
+    for (const auto& v : bench.value("variants", json::array())) out[v.value("name", std::string{})] = v;
+    return out;
+  };
+  const auto labs = by_name(lab);
+  const auto sims = by_name(sim);
+  json rows = json::array();
+  json unmatched = json::array();
+  std::optional<double> worst;
+  for (const auto& v : lab.value("variants", json::array())) {
+    const auto name = v.value("name", std::string{});
+    const auto it = sims.find(name);
+    if (it == sims.end()) {
+      unmatched.push_back({{"name", name}, {"ran", "lab"}});
+      continue;
+    }
+    const auto& ls = v.contains("summary") ? v.at("summary") : json::object();
+    const auto& ss = it->second.contains("summary") ? it->second.at("summary") : json::object();
+    const auto lt = number(ls, "/iteration_time_s/mean");
+    const auto st = number(ss, "/iteration_time_s/mean");
+    json row = {{"name", name},
+                {"lab_iteration_s", lt ? json(*lt) : json()},
+                {"sim_iteration_s", st ? json(*st) : json()},
+                {"error", json()},
+                {"lab_gpu_utilization", number(ls, "/gpu_utilization/mean").value_or(0.0)},
+                {"sim_gpu_utilization", number(ss, "/gpu_utilization/mean").value_or(0.0)}};
+    if (lt && st && *lt > 0) {
+      const double e = *st / *lt - 1;
+      row["error"] = e;
+      worst = std::max(worst.value_or(0.0), std::abs(e));
+    }
+    rows.push_back(std::move(row));
+  }
+  for (const auto& [name, v] : sims)
+    if (!labs.contains(name)) unmatched.push_back({{"name", name}, {"ran", "sim"}});
+  return {{"scenario", lab.value("scenario", sim.value("scenario", std::string{"?"}))},
+          {"backend", lab.value("backend", std::string{"?"})},
+          {"simulation", sim.value("simulation", json::object())},
+          {"variants", rows},
+          {"unmatched", unmatched},
+          {"max_abs_error", worst ? json(*worst) : json()}};
+}
+
+std::string crosscheck_markdown(const json& check) {
+  std::string md = fmt::format("# wanlab bench: {}, simulator vs lab\n\n", check.value("scenario", std::string{"?"}));
+  md += "| variant | lab iteration (s) | simulated (s) | error (%) | lab GPU util. (%) | simulated GPU util. (%) |\n";
+  md += "| --- | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const auto& v : check.value("variants", json::array())) {
+    const auto e = v.value("error", json());
+    md += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.1f} |\n", v.value("name", std::string{"?"}),
+                      fixed(v.value("lab_iteration_s", json()), "{:.3f}"), fixed(v.value("sim_iteration_s", json()), "{:.3f}"),
+                      e.is_number() ? fmt::format("{:+.1f}", 100 * e.get<double>()) : "n/a",
+                      100 * v.value("lab_gpu_utilization", 0.0), 100 * v.value("sim_gpu_utilization", 0.0));
+  }
+  const auto worst = check.value("max_abs_error", json());
+  md += fmt::format("\nLargest error: {}. Error = simulated / lab mean iteration time - 1.\n",
+                    worst.is_number() ? fmt::format("{:.1f} %", 100 * worst.get<double>()) : "n/a");
+  for (const auto& u : check.value("unmatched", json::array()))
+    md += fmt::format("- `{}` ran only in the {}\n", u.value("name", std::string{"?"}), u.value("ran", std::string{"?"}));
   return md;
 }
 

@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "replay_commands.hpp"
 #include "run_command.hpp"
+#include "simulate_command.hpp"
 
 int main(int argc, char** argv) {
   using namespace wanlab::cli;
@@ -69,6 +70,27 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "kernel", "userspace"}));
   bench_cmd->add_flag("--keep-lab", bench.keep_lab, "Leave a lab this command brought up running afterwards");
   bench_cmd->add_flag("--quiet", bench.quiet, "No per-iteration progress lines (one line per variant remains)");
+  bench_cmd->add_option("--mode", bench.mode,
+                        "lab: run the variants in the lab (default); simulate: in the flow-level simulator (no lab, "
+                        "no root); both: in the lab (OUT/lab) and the simulator (OUT/sim), then print and write "
+                        "the simulator's error per variant (OUT/crosscheck.md, crosscheck.json)")
+      ->check(CLI::IsMember({"lab", "simulate", "both"}));
+  const auto add_sim_flags = [](CLI::App* cmd, SimFlags& f) {
+    cmd->add_option("--lan-rate", f.lan_rate,
+                    "Simulator: each node's link to its DC's network, each direction, e.g. 10Gbit (default: the "
+                    "topology's LAN rate x scale; unshaped LANs are unlimited there)");
+    cmd->add_option("--tcp-window", f.tcp_window,
+                    "Simulator: the most one TCP connection keeps in flight, e.g. 3MiB (default; Linux's default "
+                    "buffers); a connection's rate stays below window / RTT; 0: no ceiling");
+    cmd->add_flag("--slow-start", f.slow_start,
+                  "Simulator: model TCP slow start (windows start at 10 segments and double every RTT; kept "
+                  "between messages unless the scenario sets tcp_slow_start_after_idle)");
+    cmd->add_option("--timeline", f.timeline,
+                    "Simulator: timeline.json with every GPU (full), one GPU per stage (per-stage) or none; auto "
+                    "(default): full up to 256 GPUs, else per-stage")
+        ->check(CLI::IsMember({"auto", "full", "per-stage", "none"}));
+  };
+  add_sim_flags(bench_cmd, bench.sim);
   bench_cmd->add_option("--plots-only", plots_only,
                         "Only (re)draw the plots of an existing bench folder DIR (no runs, no lab, no root)")
       ->type_name("DIR");
@@ -79,6 +101,32 @@ int main(int argc, char** argv) {
       "down at the end unless --keep-lab), with fresh agents for each. Ctrl-C aborts the current run and writes\n"
       "what is done. Exit status: 0 every variant ran (a placement baseline the lab cannot host is only\n"
       "reported), 1 a variant was refused or failed, 2 bad input, 130 interrupted. Format: bench/README.md.");
+
+  SimulateArgs simulate;
+  auto* sim_cmd = app.add_subcommand(
+      "simulate", "Run a scenario's variants (policies x connections, as bench makes them) in the flow-level "
+                  "simulator instead of a lab: the same arbiter and program semantics on a virtual clock, any "
+                  "number of GPUs (--gpus), no root; writes what bench writes (bench.json, bench.md, per variant "
+                  "summary.json, timeline.json, links.csv, windows.csv)");
+  sim_cmd->add_option("scenario", simulate.scenario, "Scenario file (JSON, see bench/scenarios/README.md)")->required();
+  sim_cmd->add_option("--gpus", simulate.gpus,
+                      "Grow the scenario to N GPUs: dp becomes N / (pp x tp) (N must be a multiple of pp x tp) and "
+                      "every DC's node count is multiplied by ceil(new dp / old dp), so each stage stays in its DC");
+  sim_cmd->add_option("--policies", simulate.policies, "Comma-separated bandwidth policies (default: fair,atlas)");
+  sim_cmd->add_option("--connections", simulate.connections,
+                      "Comma-separated TCP connections per WAN peer, 1 to 64 (default: 1 and the scenario's)");
+  sim_cmd->add_flag("--no-placement-baseline", simulate.no_placement_baseline,
+                    "Leave out the \"DP across DCs\" variant");
+  sim_cmd->add_option("--out", simulate.out, "Results folder (default: sim-results/SCENARIO-YYYYMMDD-HHMMSS)");
+  add_sim_flags(sim_cmd, simulate.sim);
+  sim_cmd->add_flag("--quiet", simulate.quiet, "Fewer lines");
+  sim_cmd->footer(
+      "What is modeled (bench/README.md, \"Simulator\"): compute from the scenario's FLOP model; each WAN message\n"
+      "as one flow of `connections` TCP connections over its directed link, max-min fair, each connection below\n"
+      "--tcp-window / RTT, delivered one-way delay after its last byte; link rates following the topology's\n"
+      "traces (rate steps only: delay, jitter and loss are not modeled); the arbiter's windows gating flows as\n"
+      "in the lab; ring all-reduces inside a DC over each node's --lan-rate link. Exit status: 0 every variant\n"
+      "ran, 1 one failed, 2 bad input.");
 
   std::optional<std::string> down_lab;
   auto* down_cmd = app.add_subcommand("down", "Remove a lab and everything it created (also after its controller died)");
@@ -143,6 +191,7 @@ int main(int argc, char** argv) {
       }
       return cmd_bench(bench);
     }
+    if (*sim_cmd) return cmd_simulate(simulate);
     if (*down_cmd) return cmd_down(down_lab);
     if (*status_cmd) return cmd_status(status_lab, status_json);
     if (*exec_cmd) {

@@ -21,19 +21,6 @@ nlohmann::json grant_message(const std::string& run, int worker, int peer, int i
           {"tag", tag}};
 }
 
-// When worker `w` reaches op `index` of its program if nothing made it wait: the modeled
-// compute of the ops before it. Orders transfers by when their receiver needs them.
-Nanos compute_before(const workload::Plan& plan, int w, std::size_t index) {
-  const auto& prog = plan.programs.at(static_cast<std::size_t>(w));
-  const double flops_per_s = plan.effective_flops.at(static_cast<std::size_t>(w));
-  double s = 0;
-  for (std::size_t i = 0; i < index && i < prog.ops.size(); ++i) {
-    const auto k = prog.ops[i].kind;
-    if (k == OpKind::forward || k == OpKind::backward || k == OpKind::optimizer) s += prog.ops[i].flops / flops_per_s;
-  }
-  return static_cast<Nanos>(s * 1e9);
-}
-
 }  // namespace
 
 RunWindows::RunWindows(std::string run_id, const workload::Plan& plan, const std::vector<double>& rates_bps,
@@ -77,7 +64,7 @@ RunWindows::RunWindows(std::string run_id, const workload::Plan& plan, const std
       m.kind = op.tag % 2 == 0 ? arbiter::TransferKind::activation : arbiter::TransferKind::gradient;
       m.microbatch = op.microbatch;
       m.bytes = op.bytes;
-      m.needed_at = compute_before(plan, op.peer, at);
+      m.needed_at = workload::compute_before(plan, op.peer, at);
       messages_[{prog.worker, op.peer, op.tag}] = m;
     }
   }

@@ -41,6 +41,17 @@ std::uint64_t scaled_bytes(const Scenario& scenario, std::uint64_t bytes) {
   return std::max<std::uint64_t>(1, static_cast<std::uint64_t>(scaled));
 }
 
+std::int64_t compute_before(const Plan& plan, int worker, std::size_t index) {
+  const auto& prog = plan.programs.at(static_cast<std::size_t>(worker));
+  const double flops_per_s = plan.effective_flops.at(static_cast<std::size_t>(worker));
+  double s = 0;
+  for (std::size_t i = 0; i < index && i < prog.ops.size(); ++i) {
+    const auto k = prog.ops[i].kind;
+    if (k == OpKind::forward || k == OpKind::backward || k == OpKind::optimizer) s += prog.ops[i].flops / flops_per_s;
+  }
+  return static_cast<std::int64_t>(s * 1e9);
+}
+
 std::uint64_t Plan::wan_bytes_total() const {
   std::uint64_t total = 0;
   for (const auto& l : wan_bytes_per_iteration) total += l.bytes;

@@ -198,7 +198,7 @@ class Arbiter {
   std::unique_ptr<Policy> policy_;
   ArbiterOptions options_;
   std::map<LinkId, Link> links_;
-  std::map<TransferId, Transfer> transfers_;
+  std::vector<Transfer> transfers_;  // transfer id - 1 (ids are handed out in order)
   TransferId next_id_ = 1;
   std::vector<Event> events_;
   std::vector<WindowRecord> windows_;

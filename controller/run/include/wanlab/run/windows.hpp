@@ -30,9 +30,8 @@
 
 namespace wanlab::run {
 
-/// Wire bytes per payload byte on a WAN link: 1448-byte TCP segments (timestamps on) in
-/// 1514-byte frames.
-inline constexpr double kWireOverhead = 1514.0 / 1448.0;
+/// Wire bytes per payload byte on a WAN link (workload::kWireOverhead).
+using workload::kWireOverhead;
 
 struct GateSwitch {
   arbiter::LinkId link;

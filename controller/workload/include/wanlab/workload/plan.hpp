@@ -61,6 +61,16 @@ struct Plan {
   std::uint64_t wan_bytes_total() const;
 };
 
+/// Wire bytes per payload byte on a WAN or LAN link: 1448-byte TCP segments (timestamps on)
+/// in 1514-byte frames. The arbiter and the link counters count wire bytes.
+inline constexpr double kWireOverhead = 1514.0 / 1448.0;
+
+/// When worker `worker` reaches op `index` of its program if nothing made it wait: the
+/// modeled compute of the ops before it, in ns from the iteration's start. Orders WAN
+/// transfers by when their receiver needs them (arbiter::TransferSpec::needed_at), in the
+/// lab and in the simulator alike.
+std::int64_t compute_before(const Plan& plan, int worker, std::size_t index);
+
 /// The bytes a scenario puts on the wire for `bytes` of payload: x scale, rounded, at least 1.
 std::uint64_t scaled_bytes(const Scenario& scenario, std::uint64_t bytes);
 

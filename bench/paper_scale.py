@@ -1,0 +1,57 @@
+#!/usr/bin/python3
+"""The paper-scale table of bench/README.md ("Paper scale: fair vs atlas").
+
+For each model (7b, 70b) and shipped topology (two-dc, three-dc, five-dc-global), writes a
+scenario with one pipeline stage per DC (TP 8, 1F1B, 16 micro-batches, 4 connections,
+scale 1), runs `wanlab simulate --gpus stages x 64 x 8 --policies fair,atlas --lan-rate
+3.2Tbit` on it and prints one markdown row per scenario.
+
+  bench/paper_scale.py [--wanlab build/controller/wanlab] [--out DIR]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOPOLOGIES = {"two-dc": ["use", "euw"], "three-dc": ["use", "usw", "euw"],
+              "five-dc-global": ["use", "usw", "euw", "apne", "apse"]}
+REPLICAS = 64
+
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("--wanlab", default=os.path.join(ROOT, "build", "controller", "wanlab"))
+ap.add_argument("--out", default="paper-scale")
+args = ap.parse_args()
+os.makedirs(args.out, exist_ok=True)
+
+print("| model | topology | GPUs | pp x dp x tp | fair (s/iter) | atlas (s/iter) | atlas speedup | "
+      "GPU util. fair (%) | atlas (%) | wall (s) |")
+print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+for model in ["7b", "70b"]:
+    for topo, dcs in TOPOLOGIES.items():
+        pp = len(dcs)
+        name = f"paper-{model}-{topo}"
+        scenario = {"name": name, "topology": os.path.join(ROOT, "topologies", topo + ".json"), "model": model,
+                    "gpu": {"mfu": 0.4}, "parallelism": {"pp": pp, "dp": 1, "tp": 8}, "schedule": "1f1b",
+                    "micro_batch_size": 1, "micro_batches": 16, "iterations": 3, "warmup": 1, "connections": 4,
+                    "policy": "fair", "compute": "modeled", "scale": 1, "seed": 1,
+                    "placement": [[dc] for dc in dcs]}
+        file = os.path.join(args.out, name + ".json")
+        with open(file, "w") as f:
+            json.dump(scenario, f, indent=2)
+        out = os.path.join(args.out, name)
+        gpus = pp * REPLICAS * 8
+        rc = subprocess.run([args.wanlab, "simulate", file, "--gpus", str(gpus), "--policies", "fair,atlas",
+                             "--connections", "4", "--no-placement-baseline", "--lan-rate", "3.2Tbit",
+                             "--timeline", "none", "--out", out], stdout=subprocess.DEVNULL).returncode
+        if rc != 0:
+            sys.exit(f"wanlab simulate {file} failed ({rc})")
+        with open(os.path.join(out, "bench.json")) as f:
+            bench = json.load(f)
+        s = {v["name"]: v["summary"] for v in bench["variants"]}
+        fair, atlas = s["fair-k4"], s["atlas-k4"]
+        tf, ta = fair["iteration_time_s"]["mean"], atlas["iteration_time_s"]["mean"]
+        wall = max(v["summary"]["simulation"]["wall_s"] for v in bench["variants"])
+        print(f"| {model} | {topo} ({pp} DCs) | {gpus} | {pp} x {REPLICAS} x 8 | {tf:.2f} | {ta:.2f} | {tf / ta:.2f}x | "
+              f"{100 * fair['gpu_utilization']['mean']:.1f} | {100 * atlas['gpu_utilization']['mean']:.1f} | {wall:.2f} |")

@@ -1,0 +1,61 @@
+#pragma once
+// `wanlab simulate SCENARIO`: the scenario's variants (policies x connections, as `wanlab
+// bench` makes them) run in the flow-level simulator (controller/sim) instead of a lab:
+// no root, no lab, any size (`--gpus`). Writes what `bench` writes: OUT/bench.json,
+// OUT/bench.md (also printed) and per variant a run folder with summary.json (backend
+// "simulate"), timeline.json (full, per-stage or none), links.csv, windows.csv and
+// scenario.json (+ topology.json when --gpus rescaled it).
+// `wanlab bench --mode simulate|both` runs the same code (simulate_variants()).
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_report.hpp"
+#include "wanlab/core/topology.hpp"
+#include "wanlab/sim/simulator.hpp"
+#include "wanlab/workload/scenario.hpp"
+
+namespace wanlab::cli {
+
+/// The simulator's settings as given on the command line (strings parsed by
+/// parse_sim_settings()).
+struct SimFlags {
+  std::optional<std::string> lan_rate;    // "10Gbit"
+  std::optional<std::string> tcp_window;  // "3MiB"
+  bool slow_start = false;
+  std::string timeline = "auto";  // auto, full, per-stage, none
+};
+
+/// Turns the flags into options; throws std::invalid_argument naming the flag and the reason.
+sim::SimOptions parse_sim_flags(const SimFlags& flags);
+
+struct SimulateArgs {
+  std::string scenario;
+  std::optional<long> gpus;
+  std::optional<std::string> policies;
+  std::optional<std::string> connections;
+  bool no_placement_baseline = false;
+  std::optional<std::string> out;
+  SimFlags sim;
+  bool quiet = false;
+};
+int cmd_simulate(const SimulateArgs& a);
+
+/// Simulates `variants` of `scenario` on `topo` into `out` (created; one folder per
+/// variant, bench.json and bench.md). `dp_across` is the placement baseline's scenario
+/// where a variant needs it. Returns bench.json's object; `rc` is set to 1 if a variant
+/// failed. Throws std::runtime_error when a file cannot be written.
+nlohmann::json simulate_variants(const workload::Scenario& scenario, const std::string& scenario_file,
+                                 const core::Topology& topo, const std::vector<bench::Variant>& variants,
+                                 const std::optional<workload::Scenario>& dp_across, nlohmann::json skipped,
+                                 const std::vector<std::string>& policies, const std::vector<int>& connections,
+                                 const SimFlags& flags, const std::filesystem::path& out, int& rc);
+
+/// The WAN link traces of a topology as the simulator takes them (rate steps); throws
+/// core::ConfigError for an unreadable or invalid trace file.
+std::vector<sim::LinkTrace> load_link_traces(const core::Topology& topo);
+
+}  // namespace wanlab::cli

@@ -1,0 +1,309 @@
+// simulate: a scenario's variants in the flow-level simulator, written as `bench` writes them.
+#include "simulate_command.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "bench_plots.hpp"
+#include "run_support.hpp"
+#include "wanlab/core/diagnostics.hpp"
+#include "wanlab/replay/trace.hpp"
+#include "wanlab/run/results.hpp"
+#include "wanlab/sim/rescale.hpp"
+#include "wanlab/workload/baselines.hpp"
+#include "wanlab/workload/metrics.hpp"
+#include "wanlab/workload/plan.hpp"
+
+namespace wanlab::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Up to this many GPUs `--timeline auto` writes every GPU's spans; above, one GPU per stage.
+constexpr std::size_t kFullTimelineGpus = 256;
+
+std::string reasons(const core::ConfigError& e) {
+  std::string out;
+  for (const auto& d : e.diagnostics()) out += (out.empty() ? "" : "; ") + d.reason;
+  return out;
+}
+
+bool usable_out(const fs::path& out) {
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return true;
+  if (!fs::is_directory(out, ec)) return false;
+  return fs::is_empty(out, ec) || fs::exists(out / "bench.json", ec);
+}
+
+std::string windows_csv(const core::Topology& topo, const std::vector<arbiter::WindowRecord>& windows) {
+  const auto s = [](arbiter::Nanos t) { return fmt::format("{:.6f}", static_cast<double>(t) / 1e9); };
+  std::string csv =
+      "src,dst,transfer,iteration,pipeline,src_stage,dst_stage,kind,microbatch,bytes,ready_s,planned_start_s,"
+      "planned_end_s,granted_s,closed_s,wire_first_s,wire_last_s,revoked\n";
+  for (const auto& w : windows)
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},,,{}\n", topo.dcs.at(w.spec.link.src).name,
+                       topo.dcs.at(w.spec.link.dst).name, w.id, w.spec.iteration, w.spec.pipeline, w.spec.src_stage,
+                       w.spec.dst_stage, arbiter::to_string(w.spec.kind), w.spec.microbatch, w.spec.bytes, s(w.ready),
+                       s(w.start), s(w.planned_end), s(w.start), s(w.end), w.revoked ? 1 : 0);
+  return csv;
+}
+
+// One GPU per stage (TP rank 0 of replica 0), for the timelines of large runs.
+std::vector<int> per_stage_workers(const workload::Plan& plan) {
+  std::vector<int> keep;
+  for (const auto& w : plan.workers)
+    if (w.dp_rank == 0 && w.tp_rank == 0) keep.push_back(w.worker);
+  return keep;
+}
+
+std::string timeline_mode(const SimFlags& flags, std::size_t gpus) {
+  if (flags.timeline != "auto") return flags.timeline;
+  return gpus <= kFullTimelineGpus ? "full" : "per-stage";
+}
+
+json options_json(const sim::SimOptions& o, const std::string& timeline) {
+  return {{"lan_rate_bps", o.lan_rate_bps ? json(*o.lan_rate_bps) : json(nullptr)},
+          {"tcp_window_bytes", o.tcp_window_bytes},
+          {"slow_start", o.slow_start},
+          {"progress_period_ms", static_cast<double>(o.progress_period_ns) / 1e6},
+          {"traces", o.traces.size()},
+          {"timeline", timeline}};
+}
+
+}  // namespace
+
+sim::SimOptions parse_sim_flags(const SimFlags& f) {
+  sim::SimOptions o;
+  if (f.lan_rate) {
+    const auto r = parse_rate(*f.lan_rate);
+    if (!r) throw std::invalid_argument(fmt::format("--lan-rate {}: {}", *f.lan_rate, r.error));
+    o.lan_rate_bps = static_cast<double>(r.value.bps);
+  }
+  if (f.tcp_window) {
+    const auto b = parse_bytes(*f.tcp_window);
+    if (!b) throw std::invalid_argument(fmt::format("--tcp-window {}: {}", *f.tcp_window, b.error));
+    o.tcp_window_bytes = static_cast<double>(b.value.value);
+  }
+  if (f.slow_start && o.tcp_window_bytes <= 0)
+    throw std::invalid_argument("--slow-start needs a TCP window (--tcp-window 0 turns the window off)");
+  o.slow_start = f.slow_start;
+  if (f.timeline != "auto" && f.timeline != "full" && f.timeline != "per-stage" && f.timeline != "none")
+    throw std::invalid_argument(fmt::format("--timeline {}: give auto, full, per-stage or none", f.timeline));
+  return o;
+}
+
+std::vector<sim::LinkTrace> load_link_traces(const core::Topology& topo) {
+  std::vector<sim::LinkTrace> out;
+  for (std::size_t i = 0; i < topo.links.size(); ++i) {
+    const auto& l = topo.links[i];
+    if (!l.trace) continue;
+    const auto trace = replay::load_trace(*l.trace);
+    sim::LinkTrace t;
+    t.link = i;
+    for (const auto& s : trace.steps)
+      if (s.rate) t.steps.push_back({s.at.count(), static_cast<double>(s.rate->bps)});
+    if (trace.mode == replay::EndMode::loop) t.loop_ns = trace.length().count();
+    if (!t.steps.empty()) out.push_back(std::move(t));
+  }
+  return out;
+}
+
+json simulate_variants(const workload::Scenario& scenario, const std::string& scenario_file,
+                       const core::Topology& topo, const std::vector<bench::Variant>& variants,
+                       const std::optional<workload::Scenario>& dp_across, json skipped,
+                       const std::vector<std::string>& policies, const std::vector<int>& connections,
+                       const SimFlags& flags, const fs::path& out, int& rc) {
+  auto options = parse_sim_flags(flags);
+  options.traces = load_link_traces(topo);
+  fs::create_directories(out);
+  const auto baseline = bench::baseline_name(connections);
+  json done = json::array();
+  bool all_full = true;
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    const auto& v = variants[i];
+    const auto tag = fmt::format("[{}/{}] {}", i + 1, variants.size(), v.name);
+    workload::Scenario scen = v.placement == bench::kDpAcrossDcs ? *dp_across : scenario;
+    scen.policy = v.policy;
+    scen.connections = v.connections;
+    const fs::path folder = out / v.name;
+    std::error_code ec;
+    fs::remove_all(folder, ec);
+    try {
+      const auto plan = workload::build_plan(scen, topo);
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto r = sim::simulate(plan, options);
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+      std::int64_t end_ns = 0;
+      for (const auto& rep : r.reports)
+        for (const auto& it : rep.iterations) end_ns = std::max(end_ns, it.end_ns);
+      std::vector<run::LinkSample> samples;
+      for (const auto& l : r.wan)
+        samples.push_back({static_cast<double>(end_ns) / 1e9, l.src, l.dst, static_cast<std::uint64_t>(std::llround(l.wire_bytes)),
+                           static_cast<std::uint64_t>(std::llround(l.payload_bytes)), 0, 0});
+      run::RunMeta meta;
+      meta.run_id = "sim-" + v.name;
+      meta.lab = topo.name;
+      meta.backend = "simulate";
+      meta.started_at = timestamp();
+      meta.scale = scen.scale;
+      meta.scenario_file = scenario_file;
+      for (const auto& l : topo.links)
+        meta.rate_bps.push_back(static_cast<std::uint64_t>(std::llround(static_cast<double>(l.params.rate.bps) * scen.scale)));
+      auto summary = run::make_summary(plan, topo, r.reports, samples, meta);
+      const auto timeline = timeline_mode(flags, plan.workers.size());
+      all_full = all_full && timeline == "full";
+      summary["simulation"] = options_json(options, timeline);
+      summary["simulation"]["wall_s"] = wall;
+      summary["simulation"]["stats"] = {{"events", r.stats.events},
+                                        {"flows", r.stats.flows},
+                                        {"transfers", r.stats.transfers},
+                                        {"fillings", r.stats.fillings},
+                                        {"bundles_filled", r.stats.bundles_filled},
+                                        {"simulated_workers", r.stats.simulated_workers}};
+
+      fs::create_directories(folder);
+      write_text_file(folder / "summary.json", summary.dump(2) + "\n");
+      write_text_file(folder / "links.csv", run::links_csv(topo, samples));
+      // As in the lab: windows.csv for policies with windows only.
+      if (arbiter::make_policy(scen.policy)->exclusive())
+        write_text_file(folder / "windows.csv", windows_csv(topo, r.windows));
+      auto scen_json = workload::to_json(scen);
+      if (topo.dcs.size() != 0 && !core::same_dcs(topo, core::load_topology(scen.topology_path))) {
+        write_text_file(folder / "topology.json", core::to_json(topo).dump(2) + "\n");
+        scen_json["topology"] = fs::absolute(folder / "topology.json").string();
+      }
+      write_text_file(folder / "scenario.json", scen_json.dump(2) + "\n");
+      if (timeline == "full") {
+        write_text_file(folder / "timeline.json", workload::chrome_trace(plan, r.reports).dump() + "\n");
+      } else if (timeline == "per-stage") {
+        const auto sub = sim::subset(plan, r.reports, per_stage_workers(plan));
+        write_text_file(folder / "timeline.json", workload::chrome_trace(sub.plan, sub.reports).dump() + "\n");
+      }
+      const auto num = [&](const char* pointer) { return bench::number(summary, pointer).value_or(0.0); };
+      fmt::print(
+          "{}: iteration time {:.3f} s (p99 {:.3f} s), GPU utilization {:.1f} %, bubble {:.1f} %, WAN "
+          "utilization {:.1f} % ({} GPUs simulated in {:.3f} s)\n",
+          tag, num("/iteration_time_s/mean"), num("/iteration_time_s/p99"), 100 * num("/gpu_utilization/mean"),
+          100 * num("/bubble_fraction"), 100 * bench::wan_utilization(summary), plan.workers.size(), wall);
+      std::fflush(stdout);
+      done.push_back({{"name", v.name},
+                      {"policy", v.policy},
+                      {"connections", v.connections},
+                      {"placement", v.placement},
+                      {"folder", v.name},
+                      {"summary", summary}});
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "{}: not simulated: {}\n", tag, e.what());
+      skipped.push_back({{"name", v.name}, {"reason", e.what()}});
+      rc = 1;
+    }
+  }
+  const json* base = nullptr;
+  for (const auto& d : done)
+    if (d.at("name") == baseline) base = &d.at("summary");
+  for (auto& d : done) d["ratios"] = bench::ratios(d.at("summary"), base ? *base : json::object());
+  json result = {{"scenario", scenario.name},
+                 {"scenario_file", scenario_file},
+                 {"lab", topo.name},
+                 {"topology", scenario.topology_path.string()},
+                 {"backend", "simulate"},
+                 {"scale", scenario.scale},
+                 {"gpus", scenario.parallelism.gpus()},
+                 {"created_at", timestamp()},
+                 {"baseline", baseline},
+                 {"policies", policies},
+                 {"connections", connections},
+                 {"simulation", options_json(options, timeline_mode(flags, static_cast<std::size_t>(
+                                                                              scenario.parallelism.gpus())))},
+                 {"variants", done},
+                 {"skipped", skipped}};
+  write_text_file(out / "bench.json", result.dump(2) + "\n");
+  write_text_file(out / "bench.md", bench::markdown(result));
+  if (all_full && !done.empty() && !make_bench_plots(out)) rc = 1;
+  return result;
+}
+
+int cmd_simulate(const SimulateArgs& a) {
+  workload::Scenario scenario;
+  core::Topology topo;
+  std::vector<std::string> policies;
+  std::vector<int> connections;
+  std::optional<workload::Scenario> dp_across;
+  json skipped = json::array();
+  std::vector<bench::Variant> variants;
+  try {
+    (void)parse_sim_flags(a.sim);
+    policies = bench::parse_policies(a.policies.value_or("fair,atlas"));
+    scenario = workload::load_scenario(a.scenario);
+    topo = core::load_topology(scenario.topology_path);
+    connections =
+        a.connections ? bench::parse_connections(*a.connections) : bench::default_connections(scenario.connections);
+    if (a.gpus) {
+      try {
+        auto r = sim::rescale_gpus(scenario, topo, *a.gpus);
+        scenario = std::move(r.scenario);
+        topo = std::move(r.topology);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(fmt::format("--gpus: {}", e.what()));
+      }
+    }
+    (void)workload::build_plan(scenario, topo);
+    for (const auto& p : policies) (void)arbiter::make_policy(p);
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "wanlab: simulate: {}\n", e.what());
+    return 2;
+  } catch (const core::ConfigError& e) {
+    fmt::print(stderr, "wanlab: {}\n", e.what());
+    return 2;
+  }
+  variants = bench::expand_variants(policies, connections, !a.no_placement_baseline,
+                                    scenario.placement.empty() ? bench::kAtlasRule : bench::kScenarioPlacement);
+  for (auto it = variants.begin(); it != variants.end();) {
+    if (it->placement != bench::kDpAcrossDcs) {
+      ++it;
+      continue;
+    }
+    try {
+      dp_across = workload::dp_across_dcs_placement(scenario, topo);
+      (void)workload::build_plan(*dp_across, topo);
+      ++it;
+    } catch (const core::ConfigError& e) {
+      fmt::print("not simulating {}: lab {} cannot host it: {}\n", it->name, topo.name, reasons(e));
+      skipped.push_back({{"name", it->name}, {"reason", fmt::format("lab {} cannot host it: {}", topo.name, reasons(e))}});
+      it = variants.erase(it);
+    }
+  }
+  const fs::path out =
+      fs::absolute(a.out ? fs::path(*a.out) : fs::path("sim-results") / (scenario.name + "-" + timestamp()));
+  if (!usable_out(out)) {
+    fmt::print(stderr,
+               "wanlab: simulate: --out {} exists and is not an earlier bench's or simulation's folder (no "
+               "bench.json); give an empty or new one\n",
+               out.string());
+    return 2;
+  }
+  std::string names;
+  for (const auto& v : variants) names += (names.empty() ? "" : ", ") + v.name;
+  fmt::print("simulate {}: {} GPUs, {} variant{} ({}), results in {}\n", scenario.name, scenario.parallelism.gpus(),
+             variants.size(), variants.size() == 1 ? "" : "s", names, out.string());
+  int rc = 0;
+  try {
+    const auto result = simulate_variants(scenario, fs::absolute(a.scenario).lexically_normal().string(), topo,
+                                          variants, dp_across, skipped, policies, connections, a.sim, out, rc);
+    fmt::print("\n{}\nresults: {}/bench.json, bench.md, one run folder per variant\n", bench::markdown(result),
+               out.string());
+  } catch (const core::ConfigError& e) {
+    fmt::print(stderr, "wanlab: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wanlab: simulate: {}\n", e.what());
+    return 1;
+  }
+  return rc;
+}
+
+}  // namespace wanlab::cli

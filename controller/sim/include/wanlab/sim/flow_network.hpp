@@ -1,0 +1,131 @@
+#pragma once
+// A fluid network: directed links of given rates shared by flows, max-min fair, each flow
+// capped at a ceiling (TCP's window / RTT per connection). Pure, on a virtual clock.
+//
+// A flow is `weight` identical connections moving `bytes` in all over a path of links;
+// its ceiling is per connection, so the whole flow never exceeds weight x ceiling. Rates
+// are max-min fair over connections: progressive filling raises every connection's rate
+// together until a link is full or a connection reaches its ceiling, freezes those, and
+// goes on with the rest.
+//
+// Flows with the same path and the same ceiling always get the same rate per connection,
+// so they are kept together in a bundle: the filling runs over bundles, and a bundle's
+// flows advance on one "virtual time" (bytes served per connection since the bundle was
+// made), each finishing when it reaches its own mark; a heap per bundle finds the next.
+// A change (a flow starts or ends, a link's rate or a ceiling changes) only marks links
+// dirty; update() re-runs the filling over the connected part of the network those links
+// touch (links and the bundles crossing them), nothing else.
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <queue>
+#include <utility>
+#include <vector>
+
+namespace wanlab::sim {
+
+using Nanos = std::int64_t;
+inline constexpr double kUnlimited = std::numeric_limits<double>::infinity();
+
+class FlowNetwork {
+ public:
+  using LinkId = std::uint32_t;
+  using FlowId = std::uint32_t;
+
+  /// A directed link of `rate_bps` (0: an outage, nothing moves; kUnlimited is allowed).
+  LinkId add_link(double rate_bps);
+  void set_rate(LinkId link, double rate_bps, Nanos now);
+  double link_rate(LinkId link) const;
+
+  /// Starts a flow at `now`: `bytes` over `path` (links; may be empty), as `weight`
+  /// connections each capped at `ceiling_bps` (kUnlimited: no cap). A flow with no finite
+  /// link and no cap finishes at once. Throws std::invalid_argument for bad arguments.
+  FlowId start(const std::vector<LinkId>& path, double bytes, double weight, double ceiling_bps, Nanos now);
+  /// Changes a flow's per-connection ceiling at `now` (0 pauses it).
+  void set_ceiling(FlowId flow, double ceiling_bps, Nanos now);
+
+  /// Recomputes the rates the changes since the last call affect. Call after the changes
+  /// made at `now`, before next_finish().
+  void update(Nanos now);
+  /// When the next active flow finishes at the current rates; nullopt when none moves.
+  std::optional<Nanos> next_finish();
+  /// The flows finished by `now`, removed (their links marked for update()), in order.
+  std::vector<FlowId> take_finished(Nanos now);
+
+  bool active(FlowId flow) const { return flows_.at(flow).active; }
+  /// Bytes of the flow moved by `now` (at the rates of the last update()).
+  double sent(FlowId flow, Nanos now) const;
+  double bytes(FlowId flow) const { return flows_.at(flow).bytes; }
+  /// The whole flow's rate now, bit/s.
+  double rate_bps(FlowId flow) const;
+  std::size_t active_flows() const { return active_; }
+
+  struct Stats {
+    std::uint64_t updates = 0;         // fillings run
+    std::uint64_t bundles_filled = 0;  // bundle visits over all fillings
+    std::uint64_t flows = 0;           // flows started
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  struct Flow {
+    std::uint32_t bundle = 0;
+    std::uint32_t gen = 0;  // bumped when the flow moves to another bundle
+    double weight = 1;
+    double bytes = 0;
+    double finish_v = 0;  // the bundle's virtual time at which it is done
+    double start_sent = 0;  // bytes moved before it joined this bundle
+    double start_v = 0;
+    bool active = false;
+  };
+  struct HeapEntry {
+    double finish_v;
+    FlowId flow;
+    std::uint32_t gen;
+    bool operator>(const HeapEntry& o) const { return finish_v != o.finish_v ? finish_v > o.finish_v : flow > o.flow; }
+  };
+  struct Bundle {
+    std::vector<LinkId> links;
+    double ceiling = kUnlimited;  // bytes per ns per connection
+    double weight = 0;            // connections of active flows
+    double v = 0;                 // bytes per connection served so far
+    Nanos v_at = 0;
+    double rate = 0;  // bytes per ns per connection
+    std::priority_queue<HeapEntry, std::vector<HeapEntry>, std::greater<>> heap;
+    std::uint64_t version = 0;  // bumped when its next finish changes
+    std::uint64_t mark = 0;     // last update() that visited it
+    bool frozen = false;        // during a filling
+  };
+  struct Link {
+    double capacity = 0;  // bytes per ns
+    std::vector<std::uint32_t> bundles;
+    std::uint64_t mark = 0;
+    double left = 0;       // during a filling
+    double unfrozen = 0;   // during a filling: connections not yet frozen
+  };
+  struct Finish {
+    Nanos at;
+    std::uint32_t bundle;
+    std::uint64_t version;
+    bool operator>(const Finish& o) const { return at != o.at ? at > o.at : bundle > o.bundle; }
+  };
+
+  std::uint32_t bundle_for(const std::vector<LinkId>& path, double ceiling);
+  void catch_up(Bundle& b, Nanos now);
+  void drop_stale_top(Bundle& b);
+  void touch(std::uint32_t bundle);
+  void schedule(std::uint32_t bundle, Nanos now);
+
+  std::vector<Link> links_;
+  std::vector<Bundle> bundles_;
+  std::vector<Flow> flows_;
+  std::map<std::pair<std::vector<LinkId>, double>, std::uint32_t> bundle_of_;
+  std::vector<std::uint32_t> dirty_;  // bundles whose part of the network needs a filling
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
+  std::uint64_t update_mark_ = 0;
+  std::size_t active_ = 0;
+  Stats stats_;
+};
+
+}  // namespace wanlab::sim

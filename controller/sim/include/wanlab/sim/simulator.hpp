@@ -1,0 +1,129 @@
+#pragma once
+// The flow-level simulator: a scenario's worker programs (workload::Plan) executed on a
+// virtual clock over a fluid network (flow_network.hpp), with the WAN windows of the same
+// arbiter the lab runs. Pure: everything comes in as arguments, nothing is read or written.
+//
+// What it models, per iteration, as the lab runs it:
+//   - compute: an op's FLOPs at the worker's effective FLOP/s (workload::modeled_compute);
+//   - pipeline messages: a send starts at once (asynchronous); across DCs its bytes are one
+//     flow over the directed WAN link, as `connections` TCP connections, each capped at
+//     tcp_window / RTT (RTT: the link's delay plus its reverse link's); inside a DC, a flow
+//     from the sender's node link up to the receiver's node link down (see `lan_rate_bps`);
+//     on one node, no network. It is delivered one-way delay after its last byte leaves.
+//     Messages between one pair of workers go out one after the other, as the agents
+//     write them to the pair's connections. A WAN message that fits in its connections'
+//     windows is a burst: the link serves bursts whole, in arrival order (see
+//     SimOptions::fifo_bursts). Bytes on links are wire bytes: payload x
+//     workload::kWireOverhead;
+//   - WAN windows: each stage boundary's message of one pipeline for one micro-batch (its
+//     TP ranks' shares together) is one arbiter transfer, asked for when it is sent, with
+//     the lab's bytes, kind, stages and needed_at (run::RunWindows does the same in the
+//     lab). Its flow starts when the transfer is granted (the lab's gate opens: the lab
+//     grants the agents ahead, so their bytes already wait at the gate) and pauses while
+//     a window is revoked; the arbiter hears the flow's bytes every `progress_period`, as
+//     the lab samples its gates' counters, and of the delivery when it happens. Exclusive
+//     policies therefore gate flows as in the lab; `fair` grants everything at once.
+//     All-reduce traffic is not windowed (as in the lab);
+//   - DP all-reduce: a ring among the replicas of a stage (program::Op::allreduce). With
+//     every step taking the same time c, rank r starts step k at
+//     max over d <= k of (entry of rank r-d) + k c, so every rank ends at
+//     max(entries) + 2(n-1) c: the collective starts when its last rank enters, all ranks
+//     step together, and each ring hop carries 2(n-1) chunks. It is run that way: one flow
+//     per ring hop with all its steps' bytes, ending when the last hop's flow is done plus
+//     2(n-1) one-way delays of the slowest hop (exactly workload::execute's result when
+//     nothing else shares the links).
+//
+// Symmetry used (exact): the TP ranks of a replica sit on one node and run the same program
+// with the same peers' ranks, so the tp ranks' flows between two replicas start together,
+// take the same path and get the same rates. The simulator runs TP rank 0 of every
+// (stage, replica) with each flow standing for tp x connections connections, and gives
+// every TP rank the same report (peers shifted to its own rank).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wanlab/arbiter/arbiter.hpp"
+#include "wanlab/common/program.hpp"
+#include "wanlab/workload/plan.hpp"
+
+namespace wanlab::sim {
+
+/// One directed WAN link's rate over time (a replayed trace), unscaled: the scenario's
+/// scale applies as to the link's own rate.
+struct RateStep {
+  std::int64_t at_ns = 0;  // from the run's start (each loop's start)
+  double rate_bps = 0;
+};
+struct LinkTrace {
+  std::size_t link = 0;  // index into Topology::links
+  std::vector<RateStep> steps;
+  std::int64_t loop_ns = 0;  // > 0: the steps start over every loop_ns
+};
+
+struct SimOptions {
+  /// Each node's link to its DC's network, each direction (bit/s, applied as given, not
+  /// scaled). nullopt: the topology's LAN rate x scale; 0 there means unlimited (the lab's
+  /// unshaped veths), where a message inside a DC takes only the LAN delay.
+  std::optional<double> lan_rate_bps;
+  /// The most one TCP connection keeps in flight (bytes): its rate stays below
+  /// window / RTT. Linux's default buffers (tcp_rmem max 6 MiB, half of it for data)
+  /// allow about 3 MiB. 0: no ceiling.
+  double tcp_window_bytes = 3.0 * 1024 * 1024;
+  /// TCP slow start: a connection's window starts at `initial_window_bytes` and doubles
+  /// every RTT while it sends, up to tcp_window_bytes; it keeps what it reached between
+  /// messages (with the scenario's tcp_slow_start_after_idle, it starts over after an idle
+  /// RTO, max(200 ms, RTT)). Off: every connection is at its full window from the start.
+  bool slow_start = false;
+  double initial_window_bytes = 10 * 1448;
+  /// A WAN message whose bytes per connection fit in the window leaves in one burst and
+  /// waits whole in the link's FIFO queue, so the link serves such bursts one after the
+  /// other in arrival order, each at the full rate (what the lab's queues do with messages
+  /// below the bandwidth-delay product); longer messages are window-limited flows and share
+  /// the link max-min fairly. false: every message is a max-min fair flow.
+  bool fifo_bursts = true;
+  /// How often the arbiter hears of the flows' progress (the lab samples every 5 ms).
+  std::int64_t progress_period_ns = 5'000'000;
+  arbiter::ArbiterOptions arbiter;
+  std::vector<LinkTrace> traces;
+};
+
+/// A directed WAN link's traffic over the whole run.
+struct LinkTotals {
+  std::size_t src = 0, dst = 0;
+  double wire_bytes = 0;
+  double payload_bytes = 0;
+};
+
+struct SimStats {
+  std::uint64_t events = 0;     // discrete events processed
+  std::uint64_t flows = 0;      // flows started (each standing for one or more connections)
+  std::uint64_t transfers = 0;  // arbiter transfers
+  std::uint64_t fillings = 0;   // max-min recomputations
+  std::uint64_t bundles_filled = 0;
+  std::size_t simulated_workers = 0;  // TP rank 0 of each (stage, replica)
+};
+
+struct SimResult {
+  std::vector<program::WorkerReport> reports;  // every worker of the plan, by worker id
+  std::vector<LinkTotals> wan;                 // per topology link, same order
+  std::vector<arbiter::WindowRecord> windows;  // the arbiter's windows, as they ended
+  SimStats stats;
+};
+
+/// Simulates `plan.scenario.iterations` iterations under the scenario's policy and
+/// connections. Throws std::invalid_argument for an unknown policy, bad options or a
+/// plan whose messages cross a DC pair without a link, workload::DeadlockError when the
+/// programs cannot finish.
+SimResult simulate(const workload::Plan& plan, const SimOptions& options = {});
+
+/// The reports of the workers `keep` (worker ids) renumbered 0..n-1 with the matching
+/// plan, for timelines of large runs (workload::chrome_trace over a subset).
+struct PlanSubset {
+  workload::Plan plan;
+  std::vector<program::WorkerReport> reports;
+};
+PlanSubset subset(const workload::Plan& plan, const std::vector<program::WorkerReport>& reports,
+                  const std::vector<int>& keep);
+
+}  // namespace wanlab::sim

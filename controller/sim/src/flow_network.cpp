@@ -1,0 +1,286 @@
+#include "wanlab/sim/flow_network.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace wanlab::sim {
+
+namespace {
+constexpr double kBytesPerNsPerBps = 1.0 / 8e9;
+// Two levels within this relative distance are the same level (equal shares computed in
+// different orders differ in the last bits).
+constexpr double kSameLevel = 1e-12;
+// A flow within this fraction of the bundle's virtual time of its mark is done (rounding in
+// rate x time): the finish time is rounded up to a whole ns, so it is normally past it.
+constexpr double kDoneSlack = 1e-12;
+}  // namespace
+
+FlowNetwork::LinkId FlowNetwork::add_link(double rate_bps) {
+  if (!(rate_bps >= 0)) throw std::invalid_argument(fmt::format("flow network: link rate {} bit/s", rate_bps));
+  links_.push_back(Link{rate_bps * kBytesPerNsPerBps, {}, 0, 0, 0});
+  return static_cast<LinkId>(links_.size() - 1);
+}
+
+void FlowNetwork::set_rate(LinkId link, double rate_bps, Nanos /*now*/) {
+  if (!(rate_bps >= 0)) throw std::invalid_argument(fmt::format("flow network: link rate {} bit/s", rate_bps));
+  auto& l = links_.at(link);
+  l.capacity = rate_bps * kBytesPerNsPerBps;
+  for (const auto b : l.bundles)
+    if (bundles_[b].weight > 0) touch(b);
+}
+
+double FlowNetwork::link_rate(LinkId link) const {
+  return links_.at(link).capacity / kBytesPerNsPerBps;
+}
+
+std::uint32_t FlowNetwork::bundle_for(const std::vector<LinkId>& path, double ceiling) {
+  const auto key = std::make_pair(path, ceiling);
+  if (const auto it = bundle_of_.find(key); it != bundle_of_.end()) return it->second;
+  for (const auto l : path)
+    if (l >= links_.size()) throw std::invalid_argument(fmt::format("flow network: no link {}", l));
+  const auto id = static_cast<std::uint32_t>(bundles_.size());
+  bundles_.emplace_back();
+  bundles_.back().links = path;
+  bundles_.back().ceiling = ceiling;
+  for (const auto l : path) links_[l].bundles.push_back(id);
+  bundle_of_.emplace(key, id);
+  return id;
+}
+
+void FlowNetwork::catch_up(Bundle& b, Nanos now) {
+  if (now > b.v_at && b.rate > 0 && std::isfinite(b.rate)) b.v += b.rate * static_cast<double>(now - b.v_at);
+  b.v_at = std::max(b.v_at, now);
+}
+
+void FlowNetwork::touch(std::uint32_t bundle) {
+  dirty_.push_back(bundle);
+}
+
+FlowNetwork::FlowId FlowNetwork::start(const std::vector<LinkId>& path, double bytes, double weight, double ceiling_bps,
+                                       Nanos now) {
+  if (!(bytes >= 0) || !(weight > 0) || !(ceiling_bps >= 0))
+    throw std::invalid_argument(
+        fmt::format("flow network: flow of {} bytes, weight {}, ceiling {} bit/s", bytes, weight, ceiling_bps));
+  const auto bi = bundle_for(path, ceiling_bps * kBytesPerNsPerBps);
+  auto& b = bundles_[bi];
+  catch_up(b, now);
+  const auto id = static_cast<FlowId>(flows_.size());
+  Flow f;
+  f.bundle = bi;
+  f.weight = weight;
+  f.bytes = bytes;
+  f.start_v = b.v;
+  f.finish_v = b.v + bytes / weight;
+  f.active = true;
+  flows_.push_back(f);
+  b.heap.push({f.finish_v, id, 0});
+  b.weight += weight;
+  ++active_;
+  ++stats_.flows;
+  touch(bi);
+  return id;
+}
+
+void FlowNetwork::set_ceiling(FlowId flow, double ceiling_bps, Nanos now) {
+  if (!(ceiling_bps >= 0)) throw std::invalid_argument(fmt::format("flow network: ceiling {} bit/s", ceiling_bps));
+  auto& f = flows_.at(flow);
+  if (!f.active) return;
+  const double ceiling = ceiling_bps * kBytesPerNsPerBps;
+  auto& old = bundles_[f.bundle];
+  if (old.ceiling == ceiling) return;
+  catch_up(old, now);
+  const double sent_now = std::min(f.bytes, f.start_sent + (old.v - f.start_v) * f.weight);
+  old.weight = std::max(0.0, old.weight - f.weight);
+  touch(f.bundle);
+  const auto path = old.links;  // bundle_for may grow bundles_
+  const auto bi = bundle_for(path, ceiling);
+  auto& b = bundles_[bi];
+  catch_up(b, now);
+  ++f.gen;
+  f.bundle = bi;
+  f.start_sent = sent_now;
+  f.start_v = b.v;
+  f.finish_v = b.v + (f.bytes - sent_now) / f.weight;
+  b.heap.push({f.finish_v, flow, f.gen});
+  b.weight += f.weight;
+  touch(bi);
+}
+
+double FlowNetwork::sent(FlowId flow, Nanos now) const {
+  const auto& f = flows_.at(flow);
+  if (!f.active) return f.bytes;
+  const auto& b = bundles_[f.bundle];
+  double v = b.v;
+  if (now > b.v_at && b.rate > 0) {
+    if (!std::isfinite(b.rate)) return f.bytes;
+    v += b.rate * static_cast<double>(now - b.v_at);
+  }
+  return std::clamp(f.start_sent + (v - f.start_v) * f.weight, 0.0, f.bytes);
+}
+
+double FlowNetwork::rate_bps(FlowId flow) const {
+  const auto& f = flows_.at(flow);
+  if (!f.active) return 0;
+  return bundles_[f.bundle].rate * f.weight / kBytesPerNsPerBps;
+}
+
+void FlowNetwork::drop_stale_top(Bundle& b) {
+  while (!b.heap.empty()) {
+    const auto& top = b.heap.top();
+    const auto& f = flows_[top.flow];
+    if (f.active && f.gen == top.gen && &bundles_[f.bundle] == &b) return;
+    b.heap.pop();
+  }
+}
+
+void FlowNetwork::schedule(std::uint32_t bi, Nanos now) {
+  auto& b = bundles_[bi];
+  ++b.version;
+  drop_stale_top(b);
+  if (b.heap.empty()) {
+    b.weight = 0;  // no rounding residue left behind
+    return;
+  }
+  if (!(b.rate > 0)) return;
+  Nanos at = now;
+  if (std::isfinite(b.rate)) {
+    const double left = (b.heap.top().finish_v - b.v) / b.rate;
+    at = now + std::max<Nanos>(0, static_cast<Nanos>(std::ceil(left)));
+  }
+  finishes_.push({at, bi, b.version});
+}
+
+void FlowNetwork::update(Nanos now) {
+  if (dirty_.empty()) return;
+  ++stats_.updates;
+  const auto mark = ++update_mark_;
+  // The connected part of the network the changes touch.
+  std::vector<std::uint32_t> comp;
+  std::vector<LinkId> comp_links;
+  std::vector<std::uint32_t> stack;
+  for (const auto b : dirty_)
+    if (bundles_[b].mark != mark) {
+      bundles_[b].mark = mark;
+      stack.push_back(b);
+    }
+  dirty_.clear();
+  while (!stack.empty()) {
+    const auto bi = stack.back();
+    stack.pop_back();
+    comp.push_back(bi);
+    for (const auto li : bundles_[bi].links) {
+      auto& l = links_[li];
+      if (l.mark == mark) continue;
+      l.mark = mark;
+      comp_links.push_back(li);
+      for (const auto other : l.bundles) {
+        auto& ob = bundles_[other];
+        if (ob.mark != mark && ob.weight > 0) {
+          ob.mark = mark;
+          stack.push_back(other);
+        }
+      }
+    }
+  }
+  stats_.bundles_filled += comp.size();
+
+  // Progressive filling over the component's bundles.
+  for (const auto li : comp_links) {
+    links_[li].left = links_[li].capacity;
+    links_[li].unfrozen = 0;
+  }
+  std::vector<std::uint32_t> open;
+  for (const auto bi : comp) {
+    auto& b = bundles_[bi];
+    catch_up(b, now);
+    b.rate = 0;
+    b.frozen = b.weight <= 0;
+    if (b.frozen) continue;
+    open.push_back(bi);
+    for (const auto li : b.links) links_[li].unfrozen += b.weight;
+  }
+  while (!open.empty()) {
+    double link_level = kUnlimited;
+    for (const auto li : comp_links) {
+      const auto& l = links_[li];
+      if (l.unfrozen > 0) link_level = std::min(link_level, std::max(0.0, l.left) / l.unfrozen);
+    }
+    double ceiling_level = kUnlimited;
+    for (const auto bi : open) ceiling_level = std::min(ceiling_level, bundles_[bi].ceiling);
+    const bool by_ceiling = ceiling_level <= link_level;
+    const double level = by_ceiling ? ceiling_level : link_level;
+    const double cut = std::isfinite(level) ? level * (1 + kSameLevel) : kUnlimited;
+    for (const auto bi : open) {
+      auto& b = bundles_[bi];
+      bool freeze = !std::isfinite(level);
+      if (!freeze && by_ceiling) freeze = b.ceiling <= cut;
+      if (!freeze && !by_ceiling)
+        for (const auto li : b.links) {
+          const auto& l = links_[li];
+          if (l.unfrozen > 0 && std::max(0.0, l.left) / l.unfrozen <= cut) {
+            freeze = true;
+            break;
+          }
+        }
+      if (freeze) {
+        b.frozen = true;
+        b.rate = level;
+      }
+    }
+    // Take the frozen ones' shares off their links (after deciding, so that one pass
+    // freezes every bundle at this level).
+    for (const auto bi : open) {
+      const auto& b = bundles_[bi];
+      if (!b.frozen) continue;
+      for (const auto li : b.links) {
+        auto& l = links_[li];
+        if (std::isfinite(l.left)) l.left -= b.rate * b.weight;
+        l.unfrozen -= b.weight;
+        if (l.unfrozen < 1e-9) l.unfrozen = 0;
+      }
+    }
+    std::erase_if(open, [&](std::uint32_t bi) { return bundles_[bi].frozen; });
+  }
+  for (const auto bi : comp) schedule(bi, now);
+}
+
+std::optional<Nanos> FlowNetwork::next_finish() {
+  while (!finishes_.empty()) {
+    const auto& top = finishes_.top();
+    if (bundles_[top.bundle].version == top.version) return top.at;
+    finishes_.pop();
+  }
+  return std::nullopt;
+}
+
+std::vector<FlowNetwork::FlowId> FlowNetwork::take_finished(Nanos now) {
+  std::vector<FlowId> out;
+  while (!finishes_.empty() && finishes_.top().at <= now) {
+    const auto top = finishes_.top();
+    finishes_.pop();
+    auto& b = bundles_[top.bundle];
+    if (b.version != top.version) continue;
+    ++b.version;  // this finish is consumed; update() plans the next
+    catch_up(b, now);
+    const bool all = !std::isfinite(b.rate);
+    for (;;) {
+      drop_stale_top(b);
+      if (b.heap.empty()) break;
+      const auto e = b.heap.top();
+      if (!all && e.finish_v > b.v + kDoneSlack * std::max(1.0, std::abs(b.v))) break;
+      b.heap.pop();
+      auto& f = flows_[e.flow];
+      f.active = false;
+      b.weight = std::max(0.0, b.weight - f.weight);
+      --active_;
+      out.push_back(e.flow);
+    }
+    touch(top.bundle);
+  }
+  return out;
+}
+
+}  // namespace wanlab::sim

@@ -1,0 +1,836 @@
+#include "wanlab/sim/simulator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <deque>
+#include <queue>
+#include <stdexcept>
+#include <tuple>
+#include <unordered_set>
+
+#include "wanlab/sim/flow_network.hpp"
+#include "wanlab/workload/execute.hpp"
+
+namespace wanlab::sim {
+namespace {
+
+using arbiter::Nanos;
+using program::Op;
+using program::OpKind;
+using program::Span;
+using program::SpanKind;
+constexpr std::uint32_t kNone = 0xffffffffu;
+constexpr std::size_t kNoLink = static_cast<std::size_t>(-1);
+
+SpanKind compute_span(OpKind kind) {
+  switch (kind) {
+    case OpKind::forward:
+      return SpanKind::forward;
+    case OpKind::backward:
+      return SpanKind::backward;
+    default:
+      return SpanKind::optimizer;
+  }
+}
+
+enum class Ev : std::uint8_t { wake, deliver, collective_end, deadline, tick, capacity, slow_start };
+struct Event {
+  Nanos at;
+  std::uint64_t seq;
+  Ev kind;
+  std::uint32_t a;
+  std::uint32_t b;
+  bool operator>(const Event& o) const { return at != o.at ? at > o.at : seq > o.seq; }
+};
+
+class Simulation {
+ public:
+  Simulation(const workload::Plan& plan, const SimOptions& opt)
+      : plan_(plan), opt_(opt), sc_(plan.scenario), tp_(sc_.parallelism.tp), k_(sc_.connections) {
+    if (sc_.iterations < 0) throw std::invalid_argument("simulate: negative iterations");
+    if (!(opt.tcp_window_bytes >= 0) || !(opt.initial_window_bytes > 0) || opt.progress_period_ns <= 0)
+      throw std::invalid_argument("simulate: tcp window, initial window and progress period must be positive");
+    auto policy = arbiter::make_policy(sc_.policy);
+    exclusive_ = policy->exclusive();
+    arb_ = std::make_unique<arbiter::Arbiter>(std::move(policy), opt.arbiter);
+    build_network();
+    build_groups();
+  }
+
+  SimResult run() {
+    for (std::uint32_t g = 0; g < groups_.size(); ++g) push(0, Ev::wake, g);
+    for (std::uint32_t i = 0; i < opt_.traces.size(); ++i) schedule_trace_step(i, 0, 0);
+    Nanos now = 0;
+    for (;;) {
+      settle(now);
+      std::optional<Nanos> next;
+      if (!events_.empty()) next = events_.top().at;
+      if (const auto f = net_.next_finish(); f && (!next || *f < *next)) next = f;
+      if (!next || all_done()) break;
+      now = std::max(now, *next);
+    }
+    if (!all_done()) throw workload::DeadlockError(blocked());
+    return result();
+  }
+
+ private:
+  struct Group {
+    int worker = 0;  // TP rank 0 of its (stage, replica)
+    const program::WorkerProgram* prog = nullptr;
+    std::size_t dc = 0;
+    std::size_t node = 0;  // global node index
+    int iteration = 0;
+    std::size_t pc = 0;
+    Nanos t = 0;
+    enum class Wait { none, compute, recv, allreduce } wait = Wait::none;
+    std::uint32_t wait_slot = kNone;
+    Nanos wait_from = 0;
+    int allreduce_seq = 0;
+    std::uint32_t slot_base = 0;             // slot of op i: slot_base + i
+    std::vector<std::uint32_t> send_target;  // per op: the receiver's slot (sends)
+    program::WorkerReport report;
+    bool done = false;
+  };
+  struct Message {
+    std::uint32_t src = 0, dst = 0;  // groups
+    std::uint32_t slot = 0;
+    int iteration = 0;
+    std::size_t span = 0;  // the sender's send span
+    double payload = 0;    // all TP ranks' shares
+    std::size_t link = kNoLink;  // topology link, WAN messages only
+    Nanos delay = 0;
+    arbiter::TransferId transfer = 0;
+    std::uint32_t flow = kNone;
+    double ceiling = kUnlimited;  // per connection, bit/s
+    double cwnd = 0;              // slow start: bytes per connection
+    bool granted = false;
+    bool burst = false;  // fits in its connections' windows: queued whole at the link
+    bool paused = false;
+    bool windowed = false;  // holds or held a window, not yet delivered
+  };
+  struct Collective {
+    std::vector<std::uint32_t> members;  // groups, ring order
+    std::vector<Nanos> entry;
+    int entered = 0;
+    int iteration = 0;
+    int hops_left = 0;
+    Nanos last_finish = 0;
+    Nanos step_delay = 0;
+    std::size_t steps = 0;
+  };
+  struct FlowOwner {
+    bool collective = false;
+    std::uint32_t index = 0;
+    std::size_t link = kNoLink;  // WAN link it crosses, for the totals
+    double payload = 0;
+  };
+  // The connections of one (sender, receiver) pair: a message is written to them after the
+  // ones before it (the agents' data plane queues messages per pair), so its flow starts
+  // when the previous message's has left; and, with slow start, their window.
+  struct Connection {
+    double cwnd = 0;
+    Nanos last_active = -1;
+    bool busy = false;
+    std::deque<std::pair<std::uint32_t, std::vector<FlowNetwork::LinkId>>> queue;  // message, path
+  };
+
+  // ---- setup ----
+
+  void build_network() {
+    const auto& topo = plan_.topology;
+    const auto ndc = topo.dcs.size();
+    link_of_.assign(ndc, std::vector<std::size_t>(ndc, kNoLink));
+    for (std::size_t i = 0; i < topo.links.size(); ++i) {
+      const auto& l = topo.links[i];
+      link_of_[l.src][l.dst] = i;
+      const auto* back = topo.find_link(l.dst, l.src);
+      const Nanos rtt = l.params.delay.count() + (back ? back->params.delay.count() : l.params.delay.count());
+      const double rate = static_cast<double>(l.params.rate.bps) * sc_.scale;
+      wan_.push_back(net_.add_link(rate));
+      wan_delay_.push_back(l.params.delay.count());
+      wan_rtt_.push_back(rtt);
+      wan_ceiling_.push_back(opt_.tcp_window_bytes > 0 && rtt > 0
+                                 ? opt_.tcp_window_bytes * 8e9 / static_cast<double>(rtt)
+                                 : kUnlimited);
+      arb_->add_link({l.src, l.dst}, rate, rtt);
+      totals_.push_back({l.src, l.dst, 0, 0});
+    }
+    burst_busy_.assign(topo.links.size(), false);
+    burst_queue_.resize(topo.links.size());
+    double lan = static_cast<double>(topo.lan.rate.bps) * sc_.scale;
+    if (opt_.lan_rate_bps) lan = *opt_.lan_rate_bps;
+    if (!(lan >= 0)) throw std::invalid_argument(fmt::format("simulate: LAN rate {} bit/s", lan));
+    lan_limited_ = lan > 0;
+    lan_delay_ = topo.lan.delay.count();
+    std::size_t nodes = 0;
+    for (const auto& dc : topo.dcs) {
+      node_base_.push_back(nodes);
+      nodes += static_cast<std::size_t>(dc.nodes);
+    }
+    if (lan_limited_)
+      for (std::size_t n = 0; n < nodes; ++n) {
+        node_up_.push_back(net_.add_link(lan));
+        node_down_.push_back(net_.add_link(lan));
+      }
+  }
+
+  std::uint32_t group_of(int worker) const {
+    if (worker < 0 || static_cast<std::size_t>(worker) >= plan_.workers.size() || worker % tp_ != 0)
+      throw std::invalid_argument(fmt::format("simulate: worker {} is not TP rank 0 of a worker of the plan", worker));
+    return static_cast<std::uint32_t>(worker / tp_);
+  }
+
+  void build_groups() {
+    const auto& par = sc_.parallelism;
+    if (plan_.programs.size() != plan_.workers.size() || plan_.workers.size() != static_cast<std::size_t>(par.gpus()))
+      throw std::invalid_argument("simulate: the plan's programs and workers do not match its parallelism");
+    const auto ngroups = plan_.workers.size() / static_cast<std::size_t>(tp_);
+    groups_.resize(ngroups);
+    std::uint32_t slots = 0;
+    for (std::size_t g = 0; g < ngroups; ++g) {
+      auto& gr = groups_[g];
+      gr.worker = static_cast<int>(g) * tp_;
+      gr.prog = &plan_.programs.at(static_cast<std::size_t>(gr.worker));
+      if (gr.prog->worker != gr.worker) throw std::invalid_argument("simulate: programs must be in worker id order");
+      const auto& w = plan_.workers.at(static_cast<std::size_t>(gr.worker));
+      // The symmetry the simulator relies on: a replica's TP ranks share one node.
+      for (int t = 1; t < tp_; ++t) {
+        const auto& o = plan_.workers.at(static_cast<std::size_t>(gr.worker + t));
+        if (o.dc != w.dc || o.node != w.node)
+          throw std::invalid_argument(
+              fmt::format("simulate: the TP ranks of stage {} replica {} are not on one node", w.stage, w.dp_rank));
+      }
+      gr.dc = w.dc;
+      gr.node = node_base_.at(w.dc) + static_cast<std::size_t>(w.node);
+      gr.slot_base = slots;
+      slots += static_cast<std::uint32_t>(gr.prog->ops.size());
+      gr.report.worker = gr.worker;
+    }
+    // Each send's matching recv.
+    for (auto& gr : groups_) {
+      gr.send_target.assign(gr.prog->ops.size(), kNone);
+      for (std::size_t i = 0; i < gr.prog->ops.size(); ++i) {
+        const auto& op = gr.prog->ops[i];
+        if (op.kind != OpKind::send) continue;
+        const auto dst = group_of(op.peer);
+        const auto& rops = groups_[dst].prog->ops;
+        for (std::size_t j = 0; j < rops.size(); ++j)
+          if (rops[j].kind == OpKind::recv && rops[j].peer == gr.worker && rops[j].tag == op.tag)
+            gr.send_target[i] = groups_[dst].slot_base + static_cast<std::uint32_t>(j);
+        if (gr.send_target[i] == kNone)
+          throw std::invalid_argument(fmt::format("simulate: worker {} sends tag {} to worker {}, which never receives it",
+                                                  gr.worker, op.tag, op.peer));
+        if (gr.dc != groups_[dst].dc && link_of_[gr.dc][groups_[dst].dc] == kNoLink)
+          throw std::invalid_argument(fmt::format("simulate: lab {} has no WAN link from DC {} to DC {}",
+                                                  plan_.topology.name, plan_.topology.dcs[gr.dc].name,
+                                                  plan_.topology.dcs[groups_[dst].dc].name));
+      }
+    }
+    slot_owner_.resize(slots);
+    for (std::uint32_t g = 0; g < groups_.size(); ++g)
+      for (std::size_t i = 0; i < groups_[g].prog->ops.size(); ++i) slot_owner_[groups_[g].slot_base + i] = g;
+  }
+
+  // ---- events ----
+
+  void push(Nanos at, Ev kind, std::uint32_t a, std::uint32_t b = 0) { events_.push({at, seq_++, kind, a, b}); }
+
+  // Everything that happens at `now`, until nothing more does.
+  void settle(Nanos now) {
+    for (;;) {
+      bool any = false;
+      for (const auto f : net_.take_finished(now)) {
+        flow_finished(f, now);
+        any = true;
+      }
+      while (!events_.empty() && events_.top().at <= now) {
+        const auto e = events_.top();
+        events_.pop();
+        ++stats_.events;
+        handle(e, now);
+        any = true;
+      }
+      if (arbiter_touched_) {
+        arbiter_touched_ = false;
+        arb_->advance(now);
+        any = true;
+      }
+      for (const auto& ev : arb_->take_events()) arbiter_event(ev, now);
+      net_.update(now);
+      if (const auto d = arb_->next_deadline(); d && *d != planned_deadline_) {
+        planned_deadline_ = *d;
+        push(std::max(*d, now + 1), Ev::deadline, 0);
+      }
+      if (!any) {
+        if (const auto f = net_.next_finish(); f && *f <= now) continue;
+        return;
+      }
+    }
+  }
+
+  void handle(const Event& e, Nanos now) {
+    switch (e.kind) {
+      case Ev::wake: {
+        auto& g = groups_[e.a];
+        if (g.wait == Group::Wait::compute) {
+          g.wait = Group::Wait::none;
+          ++g.pc;
+        }
+        advance(e.a, now);
+        break;
+      }
+      case Ev::deliver:
+        deliver(e.a, now);
+        break;
+      case Ev::collective_end:
+        collective_end(e.a, now);
+        break;
+      case Ev::deadline:
+        // Deadlines move on with every progress report; only one still due matters.
+        if (const auto d = arb_->next_deadline(); d && *d <= now) arbiter_touched_ = true;
+        break;
+      case Ev::tick:
+        tick(now);
+        break;
+      case Ev::capacity:
+        capacity_step(e.a, e.b, now);
+        break;
+      case Ev::slow_start:
+        slow_start_step(e.a, now);
+        break;
+    }
+  }
+
+  // ---- workers ----
+
+  void advance(std::uint32_t gi, Nanos now) {
+    auto& g = groups_[gi];
+    const auto& ops = g.prog->ops;
+    g.t = now;
+    while (g.iteration < sc_.iterations) {
+      if (g.pc == 0 && g.allreduce_seq == 0 && g.report.iterations.size() == static_cast<std::size_t>(g.iteration))
+        g.report.iterations.push_back({g.t, g.t});
+      if (g.pc == ops.size()) {
+        g.report.iterations.back().end_ns = g.t;
+        ++g.iteration;
+        g.pc = 0;
+        g.allreduce_seq = 0;
+        continue;
+      }
+      const auto& op = ops[g.pc];
+      switch (op.kind) {
+        case OpKind::forward:
+        case OpKind::backward:
+        case OpKind::optimizer: {
+          const double flops_per_s = plan_.effective_flops.at(static_cast<std::size_t>(g.worker));
+          const auto d = static_cast<Nanos>(std::llround(op.flops / flops_per_s * 1e9));
+          g.report.spans.push_back(Span{compute_span(op.kind), g.iteration, op.microbatch, g.t, g.t + d, 0, -1});
+          if (d > 0) {
+            g.wait = Group::Wait::compute;
+            g.t += d;
+            push(g.t, Ev::wake, gi);
+            return;
+          }
+          ++g.pc;
+          break;
+        }
+        case OpKind::send:
+          send(gi, op, g.send_target[g.pc], now);
+          ++g.pc;
+          break;
+        case OpKind::recv: {
+          const auto slot = g.slot_base + static_cast<std::uint32_t>(g.pc);
+          if (!arrived_.contains(arrival_key(slot, g.iteration))) {
+            g.wait = Group::Wait::recv;
+            g.wait_slot = slot;
+            g.wait_from = g.t;
+            return;
+          }
+          arrived_.erase(arrival_key(slot, g.iteration));
+          ++g.pc;
+          break;
+        }
+        case OpKind::allreduce:
+          if (op.ring.size() < 2) {
+            ++g.pc;
+            ++g.allreduce_seq;
+            break;
+          }
+          g.wait = Group::Wait::allreduce;
+          g.wait_from = g.t;
+          enter_collective(gi, op, now);
+          return;
+      }
+    }
+    g.done = true;
+  }
+
+  std::uint64_t arrival_key(std::uint32_t slot, int iteration) const {
+    return static_cast<std::uint64_t>(slot) * static_cast<std::uint64_t>(sc_.iterations + 1) +
+           static_cast<std::uint64_t>(iteration);
+  }
+
+  void send(std::uint32_t gi, const Op& op, std::uint32_t slot, Nanos now) {
+    auto& g = groups_[gi];
+    const auto dst = slot_owner_[slot];
+    Message m;
+    m.src = gi;
+    m.dst = dst;
+    m.slot = slot;
+    m.iteration = g.iteration;
+    m.span = g.report.spans.size();
+    m.payload = static_cast<double>(op.bytes) * tp_;
+    g.report.spans.push_back(Span{SpanKind::send, g.iteration, op.microbatch, now, now, op.bytes, op.peer});
+    const auto id = static_cast<std::uint32_t>(messages_.size());
+    const auto& d = groups_[dst];
+    if (d.dc != g.dc) {
+      m.link = link_of_[g.dc][d.dc];
+      m.delay = wan_delay_[m.link];
+      m.ceiling = wan_ceiling_[m.link];
+      messages_.push_back(m);
+      request_window(id, op, now);
+      return;
+    }
+    messages_.push_back(m);
+    if (d.node == g.node) {
+      push(now, Ev::deliver, id);
+    } else if (!lan_limited_) {
+      push(now + lan_delay_, Ev::deliver, id);
+    } else {
+      messages_[id].delay = lan_delay_;
+      start_message_flow(id, {node_up_[g.node], node_down_[d.node]}, now);
+    }
+  }
+
+  void request_window(std::uint32_t id, const Op& op, Nanos now) {
+    auto& m = messages_[id];
+    const auto& src = groups_[m.src];
+    const auto& dst = groups_[m.dst];
+    const auto& ws = plan_.workers.at(static_cast<std::size_t>(src.worker));
+    const auto& wd = plan_.workers.at(static_cast<std::size_t>(dst.worker));
+    const auto& l = plan_.topology.links[m.link];
+    arbiter::TransferSpec spec;
+    spec.link = {l.src, l.dst};
+    spec.bytes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(m.payload * workload::kWireOverhead)));
+    spec.kind = op.tag % 2 == 0 ? arbiter::TransferKind::activation : arbiter::TransferKind::gradient;
+    spec.iteration = m.iteration;
+    spec.pipeline = ws.dp_rank;
+    spec.src_stage = ws.stage;
+    spec.dst_stage = wd.stage;
+    spec.microbatch = op.microbatch;
+    spec.needed_at = needed_at(m.slot);
+    m.transfer = arb_->request(spec, now);
+    if (by_transfer_.size() <= m.transfer) by_transfer_.resize(m.transfer + 1, kNone);
+    by_transfer_[m.transfer] = id;
+    ++stats_.transfers;
+    arbiter_touched_ = true;
+  }
+
+  Nanos needed_at(std::uint32_t slot) {
+    if (needed_at_.empty()) needed_at_.assign(slot_owner_.size(), -1);
+    auto& v = needed_at_[slot];
+    if (v < 0) {
+      const auto& g = groups_[slot_owner_[slot]];
+      v = workload::compute_before(plan_, g.worker, slot - g.slot_base);
+    }
+    return v;
+  }
+
+  void start_message_flow(std::uint32_t id, const std::vector<FlowNetwork::LinkId>& path, Nanos now) {
+    auto& m = messages_[id];
+    auto& conn = connections_[{m.src, m.dst}];
+    if (conn.busy) {
+      conn.queue.emplace_back(id, path);
+      return;
+    }
+    conn.busy = true;
+    const double weight = static_cast<double>(tp_) * (m.link == kNoLink ? 1 : k_);
+    double ceiling = m.ceiling;
+    const double wire = m.payload * workload::kWireOverhead;
+    if (m.link != kNoLink && opt_.fifo_bursts && opt_.tcp_window_bytes > 0 && !opt_.slow_start &&
+        wire / weight <= opt_.tcp_window_bytes) {
+      // A message within its connections' windows leaves at once and waits in the link's
+      // queue whole: the link serves such bursts in arrival order, each at the full rate.
+      m.burst = true;
+      if (burst_busy_[m.link]) {
+        burst_queue_[m.link].push_back(id);
+        return;
+      }
+      burst_busy_[m.link] = true;
+      ceiling = kUnlimited;
+    }
+    if (m.link != kNoLink && opt_.slow_start && std::isfinite(ceiling)) {
+      auto& c = conn;
+      const Nanos rto = std::max<Nanos>(200'000'000, wan_rtt_[m.link]);
+      if (c.cwnd <= 0 || (sc_.tcp_slow_start_after_idle && c.last_active >= 0 && now - c.last_active > rto))
+        c.cwnd = opt_.initial_window_bytes;
+      m.cwnd = std::min(c.cwnd, opt_.tcp_window_bytes);
+      ceiling = m.cwnd * 8e9 / static_cast<double>(wan_rtt_[m.link]);
+      if (m.cwnd < opt_.tcp_window_bytes) push(now + wan_rtt_[m.link], Ev::slow_start, id);
+    }
+    m.flow = net_.start(path, wire, weight, ceiling, now);
+    set_owner(m.flow, {false, id, m.link, m.payload});
+  }
+
+  // A burst's turn at its link (its connections were free when it queued).
+  void start_burst(std::uint32_t id, Nanos now) {
+    auto& m = messages_[id];
+    burst_busy_[m.link] = true;
+    m.flow = net_.start({wan_[m.link]}, m.payload * workload::kWireOverhead, static_cast<double>(tp_) * k_, kUnlimited, now);
+    set_owner(m.flow, {false, id, m.link, m.payload});
+  }
+
+  void set_owner(std::uint32_t flow, FlowOwner o) {
+    if (owners_.size() <= flow) owners_.resize(flow + 1);
+    owners_[flow] = o;
+  }
+
+  void slow_start_step(std::uint32_t id, Nanos now) {
+    auto& m = messages_[id];
+    if (m.flow == kNone || !net_.active(m.flow)) return;
+    m.cwnd = std::min(opt_.tcp_window_bytes, 2 * m.cwnd);
+    if (!m.paused) net_.set_ceiling(m.flow, m.cwnd * 8e9 / static_cast<double>(wan_rtt_[m.link]), now);
+    if (m.cwnd < opt_.tcp_window_bytes) push(now + wan_rtt_[m.link], Ev::slow_start, id);
+  }
+
+  double message_ceiling(const Message& m) const {
+    if (m.burst) return kUnlimited;
+    if (opt_.slow_start && std::isfinite(m.ceiling)) return m.cwnd * 8e9 / static_cast<double>(wan_rtt_[m.link]);
+    return m.ceiling;
+  }
+
+  void arbiter_event(const arbiter::Event& ev, Nanos now) {
+    const auto id = ev.id < by_transfer_.size() ? by_transfer_[ev.id] : kNone;
+    if (id == kNone) return;
+    auto& m = messages_[id];
+    switch (ev.kind) {
+      case arbiter::Event::Kind::grant:
+        if (!m.granted) {
+          m.granted = true;
+          start_message_flow(id, {wan_[m.link]}, now);
+          if (exclusive_) {
+            m.windowed = true;
+            in_window_.push_back(id);
+            plan_tick(now);
+          }
+        } else if (m.paused) {
+          m.paused = false;
+          net_.set_ceiling(m.flow, message_ceiling(m), now);
+        }
+        break;
+      case arbiter::Event::Kind::revoke:
+        if (m.flow != kNone && net_.active(m.flow)) {
+          m.paused = true;
+          net_.set_ceiling(m.flow, 0, now);
+        }
+        break;
+      case arbiter::Event::Kind::close:
+      case arbiter::Event::Kind::done:
+        break;
+    }
+  }
+
+  // The lab samples its gates' counters every progress period; so does this.
+  void plan_tick(Nanos now) {
+    if (in_window_.empty()) return;
+    const Nanos p = opt_.progress_period_ns;
+    const Nanos at = (now / p + 1) * p;
+    if (at == next_tick_) return;
+    next_tick_ = at;
+    push(at, Ev::tick, 0);
+  }
+
+  void tick(Nanos now) {
+    if (now != next_tick_) return;
+    next_tick_ = -1;
+    std::erase_if(in_window_, [&](std::uint32_t id) { return !messages_[id].windowed; });
+    for (const auto id : in_window_) {
+      const auto& m = messages_[id];
+      if (m.flow == kNone) continue;  // waits behind an earlier message on its connections
+      arb_->progress(m.transfer, static_cast<std::uint64_t>(net_.sent(m.flow, now)), now);
+    }
+    plan_tick(now);
+  }
+
+  void flow_finished(std::uint32_t flow, Nanos now) {
+    const auto o = owners_.at(flow);
+    if (o.link != kNoLink) {
+      totals_[o.link].wire_bytes += net_.bytes(flow);
+      totals_[o.link].payload_bytes += o.payload;
+    }
+    if (o.collective) {
+      auto& c = collectives_[o.index];
+      c.last_finish = std::max(c.last_finish, now);
+      if (--c.hops_left == 0) push(c.last_finish + static_cast<Nanos>(c.steps) * c.step_delay, Ev::collective_end, o.index);
+      return;
+    }
+    auto& m = messages_[o.index];
+    auto& c = connections_[{m.src, m.dst}];
+    if (opt_.slow_start && m.link != kNoLink) {
+      c.cwnd = m.cwnd;
+      c.last_active = now;
+    }
+    push(now + m.delay, Ev::deliver, o.index);
+    if (m.burst) {
+      burst_busy_[m.link] = false;
+      if (!burst_queue_[m.link].empty()) {
+        const auto next = burst_queue_[m.link].front();
+        burst_queue_[m.link].pop_front();
+        start_burst(next, now);
+      }
+    }
+    c.busy = false;
+    if (!c.queue.empty()) {
+      auto [next, path] = std::move(c.queue.front());
+      c.queue.pop_front();
+      start_message_flow(next, path, now);
+    }
+  }
+
+  void deliver(std::uint32_t id, Nanos now) {
+    auto& m = messages_[id];
+    auto& src = groups_[m.src];
+    src.report.spans[m.span].end_ns = now;
+    if (m.transfer != 0) {
+      if (m.windowed) {
+        // The last bytes reach the arbiter as the lab's counters would show them.
+        arb_->progress(m.transfer, static_cast<std::uint64_t>(net_.bytes(m.flow)), now);
+        m.windowed = false;
+      }
+      arb_->complete(m.transfer, now);
+      arbiter_touched_ = true;
+    }
+    auto& d = groups_[m.dst];
+    if (d.wait == Group::Wait::recv && d.wait_slot == m.slot && d.iteration == m.iteration) {
+      const auto& op = d.prog->ops[d.pc];
+      if (now > d.wait_from)
+        d.report.spans.push_back(Span{SpanKind::recv_wait, d.iteration, op.microbatch, d.wait_from, now, op.bytes, op.peer});
+      d.wait = Group::Wait::none;
+      d.wait_slot = kNone;
+      ++d.pc;
+      advance(m.dst, now);
+      return;
+    }
+    arrived_.insert(arrival_key(m.slot, m.iteration));
+  }
+
+  // ---- all-reduce ----
+
+  void enter_collective(std::uint32_t gi, const Op& op, Nanos now) {
+    auto& g = groups_[gi];
+    const auto key = std::make_tuple(op.ring.front(), g.iteration, g.allreduce_seq);
+    auto it = collective_of_.find(key);
+    if (it == collective_of_.end()) {
+      Collective c;
+      for (const int w : op.ring) c.members.push_back(group_of(w));
+      c.entry.assign(c.members.size(), -1);
+      c.iteration = g.iteration;
+      c.steps = 2 * (op.ring.size() - 1);
+      collectives_.push_back(std::move(c));
+      it = collective_of_.emplace(key, static_cast<std::uint32_t>(collectives_.size() - 1)).first;
+    }
+    const auto ci = it->second;
+    auto& c = collectives_[ci];
+    const auto pos = std::find(c.members.begin(), c.members.end(), gi);
+    if (pos == c.members.end())
+      throw std::invalid_argument(fmt::format("simulate: worker {} runs an all-reduce whose ring lacks it", g.worker));
+    c.entry[static_cast<std::size_t>(pos - c.members.begin())] = now;
+    if (++c.entered < static_cast<int>(c.members.size())) return;
+    collective_of_.erase(it);
+
+    // Everyone is in: one flow per ring hop carrying all of its steps.
+    const auto n = c.members.size();
+    const double hop_payload =
+        static_cast<double>(c.steps) * static_cast<double>(program::ring_chunk_bytes(op.bytes, n)) * tp_;
+    Nanos step_delay = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& a = groups_[c.members[i]];
+      const auto& b = groups_[c.members[(i + 1) % n]];
+      if (a.node == b.node) continue;
+      if (a.dc == b.dc) {
+        step_delay = std::max(step_delay, lan_delay_);
+        if (!lan_limited_) continue;
+        const auto f = net_.start({node_up_[a.node], node_down_[b.node]}, hop_payload * workload::kWireOverhead, tp_,
+                                  kUnlimited, now);
+        set_owner(f, {true, ci, kNoLink, hop_payload});
+      } else {
+        const auto link = link_of_[a.dc][b.dc];
+        if (link == kNoLink)
+          throw std::invalid_argument(fmt::format("simulate: lab {} has no WAN link from DC {} to DC {}",
+                                                  plan_.topology.name, plan_.topology.dcs[a.dc].name,
+                                                  plan_.topology.dcs[b.dc].name));
+        step_delay = std::max(step_delay, wan_delay_[link]);
+        const auto f = net_.start({wan_[link]}, hop_payload * workload::kWireOverhead, static_cast<double>(tp_) * k_,
+                                  wan_ceiling_[link], now);
+        set_owner(f, {true, ci, link, hop_payload});
+      }
+      ++c.hops_left;
+    }
+    c.step_delay = step_delay;
+    c.last_finish = now;
+    if (c.hops_left == 0) push(now + static_cast<Nanos>(c.steps) * step_delay, Ev::collective_end, ci);
+  }
+
+  void collective_end(std::uint32_t ci, Nanos now) {
+    auto& c = collectives_[ci];
+    for (std::size_t i = 0; i < c.members.size(); ++i) {
+      auto& g = groups_[c.members[i]];
+      const auto& op = g.prog->ops[g.pc];
+      g.report.spans.push_back(Span{SpanKind::allreduce, g.iteration, -1, c.entry[i], now, op.bytes, -1});
+      g.wait = Group::Wait::none;
+      ++g.pc;
+      ++g.allreduce_seq;
+    }
+    for (const auto gi : c.members) advance(gi, now);
+  }
+
+  // ---- traces ----
+
+  void schedule_trace_step(std::uint32_t trace, std::uint32_t step, Nanos loop_start) {
+    const auto& tr = opt_.traces[trace];
+    if (tr.link >= wan_.size())
+      throw std::invalid_argument(fmt::format("simulate: trace for link {}, the topology has {}", tr.link, wan_.size()));
+    if (step >= tr.steps.size()) {
+      if (tr.loop_ns <= 0 || tr.steps.empty()) return;
+      loop_start += tr.loop_ns;
+      step = 0;
+    }
+    if (trace_loop_.size() <= trace) trace_loop_.resize(trace + 1, 0);
+    trace_loop_[trace] = loop_start;
+    push(loop_start + tr.steps[step].at_ns, Ev::capacity, trace, step);
+  }
+
+  void capacity_step(std::uint32_t trace, std::uint32_t step, Nanos now) {
+    const auto& tr = opt_.traces[trace];
+    const double rate = tr.steps[step].rate_bps * sc_.scale;
+    const auto& l = plan_.topology.links[tr.link];
+    net_.set_rate(wan_[tr.link], rate, now);
+    arb_->set_capacity({l.src, l.dst}, rate, now);
+    arbiter_touched_ = true;
+    // Steps after the last iteration would keep the run going for nothing.
+    if (!all_done()) schedule_trace_step(trace, step + 1, trace_loop_[trace]);
+  }
+
+  // ---- the end ----
+
+  bool all_done() const {
+    return std::all_of(groups_.begin(), groups_.end(), [](const Group& g) { return g.done; });
+  }
+
+  std::vector<workload::DeadlockError::Blocked> blocked() const {
+    std::vector<workload::DeadlockError::Blocked> out;
+    for (const auto& g : groups_) {
+      if (g.done) continue;
+      const auto& op = g.prog->ops.at(g.pc);
+      std::string waiting = op.kind == OpKind::recv
+                                ? fmt::format("recv {} bytes tag {} from worker {}", op.bytes, op.tag, op.peer)
+                                : fmt::format("{} (simulated)", program::to_string(op.kind));
+      out.push_back({g.worker, g.iteration, g.pc, std::move(waiting)});
+    }
+    return out;
+  }
+
+  SimResult result() {
+    SimResult r;
+    r.reports.reserve(plan_.workers.size());
+    for (auto& g : groups_) {
+      for (int t = 0; t < tp_; ++t) {
+        program::WorkerReport rep = t + 1 == tp_ ? std::move(g.report) : g.report;
+        rep.worker = g.worker + t;
+        if (t > 0)
+          for (auto& s : rep.spans)
+            if (s.peer >= 0) s.peer += t;
+        r.reports.push_back(std::move(rep));
+      }
+    }
+    r.wan = totals_;
+    r.windows = arb_->windows();
+    stats_.flows = net_.stats().flows;
+    stats_.fillings = net_.stats().updates;
+    stats_.bundles_filled = net_.stats().bundles_filled;
+    stats_.simulated_workers = groups_.size();
+    r.stats = stats_;
+    return r;
+  }
+
+  const workload::Plan& plan_;
+  const SimOptions& opt_;
+  const workload::Scenario& sc_;
+  const int tp_;
+  const int k_;
+  bool exclusive_ = false;
+  std::unique_ptr<arbiter::Arbiter> arb_;
+  bool arbiter_touched_ = false;
+  Nanos planned_deadline_ = -1;
+  Nanos next_tick_ = -1;
+
+  FlowNetwork net_;
+  std::vector<FlowNetwork::LinkId> wan_;  // per topology link
+  std::vector<bool> burst_busy_;          // per topology link: a burst is being served
+  std::vector<std::deque<std::uint32_t>> burst_queue_;  // per topology link: bursts waiting, in arrival order
+  std::vector<Nanos> wan_delay_, wan_rtt_;
+  std::vector<double> wan_ceiling_;
+  std::vector<std::vector<std::size_t>> link_of_;
+  bool lan_limited_ = false;
+  Nanos lan_delay_ = 0;
+  std::vector<std::size_t> node_base_;
+  std::vector<FlowNetwork::LinkId> node_up_, node_down_;
+
+  std::vector<Group> groups_;
+  std::vector<std::uint32_t> slot_owner_;
+  std::vector<Nanos> needed_at_;
+  std::vector<Message> messages_;
+  std::vector<std::uint32_t> by_transfer_;
+  std::vector<std::uint32_t> in_window_;
+  std::vector<FlowOwner> owners_;
+  std::vector<Collective> collectives_;
+  std::map<std::tuple<int, int, int>, std::uint32_t> collective_of_;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, Connection> connections_;
+  std::unordered_set<std::uint64_t> arrived_;  // messages delivered before their recv: arrival_key
+  std::vector<Nanos> trace_loop_;
+  std::vector<LinkTotals> totals_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  std::uint64_t seq_ = 0;
+  SimStats stats_;
+};
+
+}  // namespace
+
+SimResult simulate(const workload::Plan& plan, const SimOptions& options) {
+  return Simulation(plan, options).run();
+}
+
+PlanSubset subset(const workload::Plan& plan, const std::vector<program::WorkerReport>& reports,
+                  const std::vector<int>& keep) {
+  PlanSubset out;
+  out.plan.scenario = plan.scenario;
+  out.plan.topology = plan.topology;
+  out.plan.stages = plan.stages;
+  out.plan.pipeline_message_bytes = plan.pipeline_message_bytes;
+  out.plan.wan_bytes_per_iteration = plan.wan_bytes_per_iteration;
+  std::vector<const program::WorkerReport*> by_worker(plan.workers.size(), nullptr);
+  for (const auto& r : reports)
+    if (r.worker >= 0 && static_cast<std::size_t>(r.worker) < by_worker.size()) by_worker[static_cast<std::size_t>(r.worker)] = &r;
+  int id = 0;
+  for (const int w : keep) {
+    if (w < 0 || static_cast<std::size_t>(w) >= plan.workers.size() || by_worker[static_cast<std::size_t>(w)] == nullptr)
+      throw std::invalid_argument(fmt::format("subset: no worker {} in the plan or its reports", w));
+    auto p = plan.workers[static_cast<std::size_t>(w)];
+    p.worker = id;
+    out.plan.workers.push_back(p);
+    auto prog = plan.programs[static_cast<std::size_t>(w)];
+    prog.worker = id;
+    out.plan.programs.push_back(std::move(prog));
+    out.plan.effective_flops.push_back(plan.effective_flops[static_cast<std::size_t>(w)]);
+    auto r = *by_worker[static_cast<std::size_t>(w)];
+    r.worker = id;
+    out.reports.push_back(std::move(r));
+    ++id;
+  }
+  return out;
+}
+
+}  // namespace wanlab::sim

@@ -1,0 +1,234 @@
+// The flow-level simulator on whole plans: against the contention-free oracle
+// (workload::execute), fair vs atlas windows on one link, the ring all-reduce, traces,
+// determinism.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "test_workload_fixtures.hpp"
+#include "wanlab/sim/simulator.hpp"
+#include "wanlab/workload/execute.hpp"
+#include "wanlab/workload/metrics.hpp"
+
+using namespace wanlab;
+using namespace wanlab::workload;
+
+using program::SpanKind;
+
+namespace {
+
+Scenario shipped_scenario(const std::string& name) {
+  return load_scenario(testing::kSource + "/bench/scenarios/" + name);
+}
+
+Plan plan_of(const Scenario& s, const core::Topology& topo) {
+  return build_plan(s, topo);
+}
+
+// The end of every iteration: the last worker's.
+std::vector<std::int64_t> iteration_ends(const std::vector<program::WorkerReport>& reports) {
+  std::vector<std::int64_t> ends;
+  for (const auto& r : reports)
+    for (std::size_t i = 0; i < r.iterations.size(); ++i) {
+      if (ends.size() <= i) ends.push_back(0);
+      ends[i] = std::max(ends[i], r.iterations[i].end_ns);
+    }
+  return ends;
+}
+
+const program::Span* first_span(const program::WorkerReport& r, SpanKind kind, int iteration) {
+  for (const auto& s : r.spans)
+    if (s.kind == kind && s.iteration == iteration) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("without contention the simulator gives execute()'s times on a shipped scenario", "[unit][sim]") {
+  // three-dc-7b with one pipeline of one GPU per stage, a stage per DC, and WAN links ten
+  // times faster: a message (6.5 ms on the wire) is over before the next one on its link
+  // starts (>= 48 ms of compute apart), so nothing ever shares a link.
+  auto s = shipped_scenario("three-dc-7b.json");
+  s.parallelism = {3, 1, 1};
+  s.placement = {{"use"}, {"usw"}, {"euw"}};
+  auto topo = core::load_topology(s.topology_path);
+  for (auto& l : topo.links) l.params.rate.bps *= 10;
+  const auto plan = plan_of(s, topo);
+  sim::SimOptions opt;
+  opt.tcp_window_bytes = 0;  // no TCP ceiling: the oracle has none
+  const auto r = sim::simulate(plan, opt);
+
+  const auto comm = [&](int src, int dst, std::uint64_t bytes) {
+    const auto a = plan.workers.at(static_cast<std::size_t>(src)).dc;
+    const auto b = plan.workers.at(static_cast<std::size_t>(dst)).dc;
+    if (a == b) return Duration{0};
+    const auto* l = plan.topology.find_link(a, b);
+    const double rate = static_cast<double>(l->params.rate.bps) * s.scale;
+    return l->params.delay +
+           Duration{static_cast<std::int64_t>(std::ceil(static_cast<double>(bytes) * kWireOverhead * 8e9 / rate))};
+  };
+  const auto oracle = execute(plan.programs, s.iterations, modeled_compute(plan), comm);
+
+  REQUIRE(r.reports.size() == oracle.size());
+  for (std::size_t w = 0; w < oracle.size(); ++w) {
+    INFO("worker " << w);
+    REQUIRE(r.reports[w].iterations.size() == oracle[w].iterations.size());
+    for (std::size_t i = 0; i < oracle[w].iterations.size(); ++i) {
+      CHECK(std::abs(r.reports[w].iterations[i].end_ns - oracle[w].iterations[i].end_ns) <= 2);
+      CHECK(std::abs(r.reports[w].iterations[i].start_ns - oracle[w].iterations[i].start_ns) <= 2);
+    }
+    REQUIRE(r.reports[w].spans.size() == oracle[w].spans.size());
+    for (std::size_t k = 0; k < oracle[w].spans.size(); ++k) {
+      CHECK(r.reports[w].spans[k].kind == oracle[w].spans[k].kind);
+      CHECK(std::abs(r.reports[w].spans[k].end_ns - oracle[w].spans[k].end_ns) <= 2);
+    }
+  }
+  // And the summaries agree.
+  const auto a = summarize(plan, r.reports);
+  const auto b = summarize(plan, oracle);
+  CHECK(a.at("iteration_time_s").at("mean").get<double>() ==
+        Approx(b.at("iteration_time_s").at("mean").get<double>()).epsilon(1e-6));
+}
+
+TEST_CASE("D pipelines sending S bytes at once over one link: fair vs atlas", "[unit][sim]") {
+  // Two DCs, 4 pipelines of 2 stages, one micro-batch: every stage-0 GPU sends its
+  // activations at the same instant. With the link's rate B set so that S/B is 1 s, fair
+  // sharing delivers all of them at D S / B; atlas's windows deliver pipeline j's at
+  // (j + 1) S / B (the arbiter's expectation), up to the window handover (the next window
+  // opens when the last 1 % is left) and the 5 ms progress samples.
+  constexpr int D = 4;
+  auto topo = testing::lab({{{"name", "a"}, {"nodes", D}, {"gpus_per_node", 1}},
+                            {{"name", "b"}, {"nodes", D}, {"gpus_per_node", 1}}});
+  auto s = testing::scenario(2, D, 1, 1);
+  s.iterations = 1;
+  s.warmup = 0;
+  const auto bytes = static_cast<double>(plan_of(s, topo).pipeline_message_bytes) * kWireOverhead;
+  for (auto& l : topo.links) l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 8));  // S / B = 1 s
+  const double delay = 0.010;
+
+  // Transfers longer than a window: TCP flows that share the link (not bursts).
+  sim::SimOptions opt;
+  opt.tcp_window_bytes = 1024;
+  std::map<std::string, std::vector<double>> arrivals;
+  for (const std::string policy : {"fair", "atlas"}) {
+    s.policy = policy;
+    const auto plan = plan_of(s, topo);
+    const auto r = sim::simulate(plan, opt);
+    const double t0 = static_cast<double>(first_span(r.reports[0], SpanKind::forward, 0)->end_ns) / 1e9;
+    for (int j = 0; j < D; ++j) {
+      const auto w = static_cast<std::size_t>(worker_id(s.parallelism, 1, j, 0));
+      const auto* wait = first_span(r.reports[w], SpanKind::recv_wait, 0);
+      REQUIRE(wait != nullptr);
+      arrivals[policy].push_back(static_cast<double>(wait->end_ns) / 1e9 - t0 - delay);
+    }
+  }
+  // The same messages within a window are bursts: the link's queue serves them whole,
+  // first come first served, whatever the policy.
+  s.policy = "fair";
+  {
+    const auto plan = plan_of(s, topo);
+    const auto r = sim::simulate(plan);
+    const double t0 = static_cast<double>(first_span(r.reports[0], SpanKind::forward, 0)->end_ns) / 1e9;
+    for (int j = 0; j < D; ++j) {
+      const auto* wait = first_span(r.reports[static_cast<std::size_t>(worker_id(s.parallelism, 1, j, 0))],
+                                    SpanKind::recv_wait, 0);
+      arrivals["fair-bursts"].push_back(static_cast<double>(wait->end_ns) / 1e9 - t0 - delay);
+    }
+  }
+  for (int j = 0; j < D; ++j) {
+    INFO("pipeline " << j);
+    CHECK(arrivals["fair"][static_cast<std::size_t>(j)] == Approx(D).margin(1e-6));
+    CHECK(arrivals["atlas"][static_cast<std::size_t>(j)] == Approx(j + 1).margin(0.03));
+    CHECK(arrivals["fair-bursts"][static_cast<std::size_t>(j)] == Approx(j + 1).margin(1e-6));
+  }
+}
+
+TEST_CASE("a ring all-reduce takes 2(n-1) chunk transfers after its last rank enters", "[unit][sim]") {
+  // three-dc-7b: per stage a ring of 4 replicas on 4 nodes, each node's link carrying its
+  // 8 TP ranks' rings. With 10 Gbit/s node links and no LAN delay, each hop moves
+  // 2(n-1) chunks x 8 ranks at 10 Gbit/s.
+  const auto s = shipped_scenario("three-dc-7b.json");
+  const auto plan = plan_of(s, core::load_topology(s.topology_path));
+  sim::SimOptions opt;
+  opt.lan_rate_bps = 10e9;
+  const auto r = sim::simulate(plan, opt);
+  for (int stage = 0; stage < 3; ++stage) {
+    const auto& cost = plan.stages.at(static_cast<std::size_t>(stage));
+    const auto bytes = scaled_bytes(s, cost.gradient_bytes_per_gpu);
+    const double chunk = static_cast<double>(program::ring_chunk_bytes(bytes, 4));
+    const double expected = 6 * chunk * 8 * kWireOverhead * 8 / 10e9;
+    for (int it = 0; it < s.iterations; ++it) {
+      std::int64_t last_entry = 0, end = 0;
+      for (int d = 0; d < 4; ++d) {
+        const auto* ar = first_span(r.reports.at(static_cast<std::size_t>(worker_id(s.parallelism, stage, d, 5))),
+                                    SpanKind::allreduce, it);
+        REQUIRE(ar != nullptr);
+        last_entry = std::max(last_entry, ar->start_ns);
+        if (d > 0) CHECK(ar->end_ns == end);  // everyone leaves together
+        end = ar->end_ns;
+      }
+      CHECK(static_cast<double>(end - last_entry) / 1e9 == Approx(expected).margin(2e-9));
+    }
+  }
+}
+
+TEST_CASE("link rates follow a trace", "[unit][sim]") {
+  const auto s = shipped_scenario("two-dc-1b.json");
+  const auto topo = core::load_topology(s.topology_path);
+  auto halved = topo;
+  for (auto& l : halved.links) l.params.rate.bps /= 2;
+  const auto base = sim::simulate(plan_of(s, topo));
+  const auto slow = sim::simulate(plan_of(s, halved));
+
+  // A step to half the rate at t = 0 is the halved topology.
+  sim::SimOptions at_start;
+  for (std::size_t i = 0; i < topo.links.size(); ++i)
+    at_start.traces.push_back({i, {{0, static_cast<double>(halved.links[i].params.rate.bps)}}, 0});
+  const auto stepped = sim::simulate(plan_of(s, topo), at_start);
+  CHECK(stepped.reports == slow.reports);
+  CHECK(iteration_ends(slow.reports).back() > iteration_ends(base.reports).back());
+
+  // A step after the first iteration leaves it alone and slows the later ones.
+  const auto first_end = iteration_ends(base.reports).front();
+  sim::SimOptions later;
+  for (std::size_t i = 0; i < topo.links.size(); ++i)
+    later.traces.push_back({i, {{first_end + 1, static_cast<double>(halved.links[i].params.rate.bps)}}, 0});
+  const auto changed = sim::simulate(plan_of(s, topo), later);
+  const auto ends = iteration_ends(changed.reports);
+  CHECK(ends.front() == first_end);
+  const auto base_ends = iteration_ends(base.reports);
+  CHECK(ends.back() - ends.front() > base_ends.back() - base_ends.front());
+}
+
+TEST_CASE("the simulator is deterministic and reports every worker", "[unit][sim]") {
+  auto s = shipped_scenario("three-dc-7b.json");
+  s.policy = "atlas";
+  const auto plan = plan_of(s, core::load_topology(s.topology_path));
+  const auto a = sim::simulate(plan);
+  const auto b = sim::simulate(plan);
+  CHECK(a.reports == b.reports);
+  CHECK(a.windows.size() == b.windows.size());
+  REQUIRE(a.reports.size() == plan.workers.size());
+  for (std::size_t w = 0; w < a.reports.size(); ++w) CHECK(a.reports[w].worker == static_cast<int>(w));
+  CHECK(!a.windows.empty());
+  CHECK(a.stats.simulated_workers == plan.workers.size() / 8);
+  // summary and timeline accept the reports as they are.
+  CHECK(summarize(plan, a.reports).at("iteration_time_s").at("mean").get<double>() > 0);
+  CHECK(chrome_trace(plan, a.reports).at("traceEvents").size() > 0);
+}
+
+TEST_CASE("bad simulator inputs are refused", "[unit][sim]") {
+  auto s = shipped_scenario("two-dc-1b.json");
+  const auto topo = core::load_topology(s.topology_path);
+  s.policy = "nonesuch";
+  CHECK_THROWS_AS(sim::simulate(plan_of(s, topo)), std::invalid_argument);
+  s.policy = "fair";
+  sim::SimOptions opt;
+  opt.progress_period_ns = 0;
+  CHECK_THROWS_AS(sim::simulate(plan_of(s, topo), opt), std::invalid_argument);
+  opt = {};
+  opt.traces.push_back({99, {{0, 1e9}}, 0});
+  CHECK_THROWS_AS(sim::simulate(plan_of(s, topo), opt), std::invalid_argument);
+}

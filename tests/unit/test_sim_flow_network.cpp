@@ -1,0 +1,146 @@
+// The simulator's fluid network: max-min fair shares, shares given up by flows
+// bottlenecked elsewhere, per-connection ceilings, rate changes, finishing order.
+#include <catch2/catch.hpp>
+
+#include "wanlab/sim/flow_network.hpp"
+
+using namespace wanlab::sim;
+
+
+namespace {
+
+constexpr double kMbit = 1e6;
+constexpr double kMB = 1e6;
+
+// Runs the network until every flow is done; the finish time of each flow by id.
+std::vector<Nanos> run_all(FlowNetwork& net, std::size_t flows, Nanos now = 0) {
+  std::vector<Nanos> done(flows, -1);
+  net.update(now);
+  while (auto t = net.next_finish()) {
+    for (const auto f : net.take_finished(*t)) done.at(f) = *t;
+    net.update(*t);
+  }
+  return done;
+}
+
+double seconds(Nanos ns) {
+  return static_cast<double>(ns) / 1e9;
+}
+
+}  // namespace
+
+TEST_CASE("two flows on one link share it equally", "[unit][sim]") {
+  FlowNetwork net;
+  const auto l = net.add_link(100 * kMbit);
+  const auto a = net.start({l}, 1 * kMB, 1, kUnlimited, 0);
+  const auto b = net.start({l}, 1 * kMB, 1, kUnlimited, 0);
+  net.update(0);
+  CHECK(net.rate_bps(a) == Approx(50 * kMbit));
+  CHECK(net.rate_bps(b) == Approx(50 * kMbit));
+  const auto done = run_all(net, 2);
+  // 2 MB at 100 Mbit/s.
+  CHECK(seconds(done[0]) == Approx(0.16).epsilon(1e-9));
+  CHECK(seconds(done[1]) == Approx(0.16).epsilon(1e-9));
+}
+
+TEST_CASE("a flow bottlenecked elsewhere leaves its share to the others", "[unit][sim]") {
+  FlowNetwork net;
+  const auto shared = net.add_link(100 * kMbit);
+  const auto narrow = net.add_link(30 * kMbit);
+  const auto a = net.start({shared, narrow}, 10 * kMB, 1, kUnlimited, 0);
+  const auto b = net.start({shared}, 10 * kMB, 1, kUnlimited, 0);
+  const auto c = net.start({shared}, 10 * kMB, 1, kUnlimited, 0);
+  net.update(0);
+  CHECK(net.rate_bps(a) == Approx(30 * kMbit));
+  CHECK(net.rate_bps(b) == Approx(35 * kMbit));
+  CHECK(net.rate_bps(c) == Approx(35 * kMbit));
+}
+
+TEST_CASE("when a flow ends the others take its share", "[unit][sim]") {
+  FlowNetwork net;
+  const auto l = net.add_link(100 * kMbit);
+  net.start({l}, 1 * kMB, 1, kUnlimited, 0);
+  net.start({l}, 3 * kMB, 1, kUnlimited, 0);
+  const auto done = run_all(net, 2);
+  CHECK(seconds(done[0]) == Approx(0.16).epsilon(1e-9));  // 2 x 1 MB at 50 Mbit/s each
+  CHECK(seconds(done[1]) == Approx(0.32).epsilon(1e-9));  // then its last 2 MB alone
+}
+
+TEST_CASE("a per-connection ceiling caps a flow and the link goes to the others", "[unit][sim]") {
+  FlowNetwork net;
+  const auto l = net.add_link(100 * kMbit);
+  // One long-RTT TCP connection cannot fill the pipe...
+  const auto one = net.start({l}, 10 * kMB, 1, 20 * kMbit, 0);
+  net.update(0);
+  CHECK(net.rate_bps(one) == Approx(20 * kMbit));
+  // ...a flow without a ceiling takes the rest...
+  const auto other = net.start({l}, 10 * kMB, 1, kUnlimited, 0);
+  net.update(0);
+  CHECK(net.rate_bps(one) == Approx(20 * kMbit));
+  CHECK(net.rate_bps(other) == Approx(80 * kMbit));
+  // ...and a flow striped over four connections gets four shares: with six connections
+  // on the link, the fair share (100/6) is below the ceiling, which then binds nobody.
+  const auto striped = net.start({l}, 10 * kMB, 4, 20 * kMbit, 0);
+  net.update(0);
+  CHECK(net.rate_bps(one) == Approx(100 * kMbit / 6));
+  CHECK(net.rate_bps(striped) == Approx(4 * 100 * kMbit / 6));
+  CHECK(net.rate_bps(other) == Approx(100 * kMbit / 6));
+}
+
+TEST_CASE("a rate change re-plans the flows at the time it happens", "[unit][sim]") {
+  FlowNetwork net;
+  const auto l = net.add_link(100 * kMbit);
+  const auto f = net.start({l}, 2 * kMB, 1, kUnlimited, 0);
+  net.update(0);
+  REQUIRE(net.next_finish() == 160'000'000);
+  // After 80 ms (1 MB), the link drops to 10 Mbit/s: the last MB takes 800 ms.
+  net.set_rate(l, 10 * kMbit, 80'000'000);
+  net.update(80'000'000);
+  CHECK(net.sent(f, 80'000'000) == Approx(1 * kMB));
+  CHECK(net.next_finish() == 880'000'000);
+  // An outage stops it; the rate coming back resumes it.
+  net.set_rate(l, 0, 480'000'000);
+  net.update(480'000'000);
+  CHECK(!net.next_finish());
+  CHECK(net.sent(f, 900'000'000) == Approx(1.5 * kMB));
+  net.set_rate(l, 100 * kMbit, 1'000'000'000);
+  net.update(1'000'000'000);
+  CHECK(net.next_finish() == 1'040'000'000);
+}
+
+TEST_CASE("flows on separate links do not affect each other; no link and no ceiling is instant", "[unit][sim]") {
+  FlowNetwork net;
+  const auto a = net.add_link(100 * kMbit);
+  const auto b = net.add_link(10 * kMbit);
+  net.start({a}, 1 * kMB, 1, kUnlimited, 0);
+  net.start({b}, 1 * kMB, 1, kUnlimited, 0);
+  net.start({}, 1 * kMB, 1, kUnlimited, 0);
+  const auto done = run_all(net, 3);
+  CHECK(seconds(done[0]) == Approx(0.08).epsilon(1e-9));
+  CHECK(seconds(done[1]) == Approx(0.8).epsilon(1e-9));
+  CHECK(done[2] == 0);
+  CHECK(net.active_flows() == 0);
+}
+
+TEST_CASE("a ceiling change moves a flow without losing its bytes", "[unit][sim]") {
+  FlowNetwork net;
+  const auto l = net.add_link(100 * kMbit);
+  const auto f = net.start({l}, 2 * kMB, 1, 10 * kMbit, 0);
+  net.update(0);
+  net.set_ceiling(f, 0, 800'000'000);  // 1 MB sent, then paused
+  net.update(800'000'000);
+  CHECK(net.sent(f, 900'000'000) == Approx(1 * kMB));
+  CHECK(!net.next_finish());
+  net.set_ceiling(f, kUnlimited, 1'000'000'000);
+  net.update(1'000'000'000);
+  CHECK(net.next_finish() == 1'080'000'000);
+}
+
+TEST_CASE("bad flows are refused", "[unit][sim]") {
+  FlowNetwork net;
+  const auto l = net.add_link(1 * kMbit);
+  CHECK_THROWS_AS(net.start({l}, -1, 1, kUnlimited, 0), std::invalid_argument);
+  CHECK_THROWS_AS(net.start({l}, 1, 0, kUnlimited, 0), std::invalid_argument);
+  CHECK_THROWS_AS(net.start({l + 7}, 1, 1, kUnlimited, 0), std::invalid_argument);
+  CHECK_THROWS_AS(net.add_link(-5), std::invalid_argument);
+}
