@@ -109,9 +109,9 @@ void PrefillRunner::loop() {
       return jobs_.end();
     };
     auto it = jobs_.end();
-    // Time only shortens what is left of a training wait, so only an event (training idles,
-    // a job or a prompt arrives, stop) can make a job runnable.
-    while (!stopping_ && (it = next()) == jobs_.end()) share_.cv().wait(lock);
+    // An event (training idles, a job or a prompt arrives, stop) or training's expected
+    // return passing can make a job runnable.
+    while (!stopping_ && (it = next()) == jobs_.end()) share_.wait_locked(lock);
     if (stopping_) break;
     PrefillJob job = std::move(it->second);
     jobs_.erase(it);
@@ -120,6 +120,7 @@ void PrefillRunner::loop() {
     out.id = job.id;
     out.started_ns = since_start(Clock::now());
     std::int64_t segment = out.started_ns;
+    std::int64_t last_end = segment;  // when the last layer ended, before training could start
     int layer = 0;
     const auto layer_ns = layer_time(job);
     while (layer < job.layers && !stopping_) {
@@ -127,23 +128,24 @@ void PrefillRunner::loop() {
         // Training needs the GPU back (or soon will) with layers left: preempted until the
         // GPU is free long enough again.
         ++out.preemptions;
-        out.spans.push_back({program::SpanKind::prefill, -1, -1, segment, since_start(Clock::now()), 0, -1});
-        while (!stopping_ && !share_.may_run_locked(layer_ns)) share_.cv().wait(lock);
+        out.spans.push_back({program::SpanKind::prefill, -1, -1, segment, last_end, 0, -1});
+        while (!stopping_ && !share_.may_run_locked(layer_ns)) share_.wait_locked(lock);
         if (stopping_) break;
         segment = since_start(Clock::now());
       }
       share_.layer_begin_locked();
       lock.unlock();
       run_layer(job);
+      const auto ended = since_start(Clock::now());
       share_.layer_end();
       lock.lock();
+      last_end = ended;
       ++layer;
     }
     // The first token: the LM head over the last position (modeled, it is tiny).
     out.complete = layer == job.layers;
-    out.finished_ns = since_start(Clock::now());
-    if (segment < out.finished_ns && (out.spans.empty() || out.spans.back().end_ns != out.finished_ns))
-      out.spans.push_back({program::SpanKind::prefill, -1, -1, segment, out.finished_ns, 0, -1});
+    out.finished_ns = last_end;
+    if (segment < last_end) out.spans.push_back({program::SpanKind::prefill, -1, -1, segment, last_end, 0, -1});
     lock.unlock();
     done_(job, out);
     lock.lock();

@@ -47,8 +47,15 @@ class GpuShare {
   void training_busy();
   /// A GPU no training worker uses (a dedicated inference GPU).
   void set_dedicated() { training_idle(); }
-  /// Whether a layer of `layer` started now would end before training wants the GPU back.
-  bool may_run_locked(Clock::duration layer) const { return idle_ && (until_ == Clock::time_point::max() || Clock::now() + layer <= until_); }
+  /// Whether a layer of `layer` may start now: training is idle and the layer would not
+  /// run across the moment training expects its GPU back. Once that moment has passed (the
+  /// wait is longer than last time) layers run again, and a layer boundary bounds the delay.
+  bool may_run_locked(Clock::duration layer) const {
+    if (!idle_) return false;
+    if (until_ == Clock::time_point::max()) return true;
+    const auto now = Clock::now();
+    return now + layer <= until_ || now >= until_;
+  }
 
   // The runner's side (its thread).
   std::mutex& mutex() { return mutex_; }
@@ -56,6 +63,14 @@ class GpuShare {
   bool idle_locked() const { return idle_; }
   void layer_begin_locked() { layer_running_ = true; }
   void layer_end();
+  /// Waits (lock held) for an event, or until training's expected return passes while it
+  /// is idle, when layers may run again.
+  void wait_locked(std::unique_lock<std::mutex>& lock) {
+    if (idle_ && until_ != Clock::time_point::max() && Clock::now() < until_)
+      cv_.wait_until(lock, until_);
+    else
+      cv_.wait(lock);
+  }
   /// How long training has waited in total for prefill layers to end (the interference).
   std::int64_t training_waited_ns() {
     std::lock_guard lock(mutex_);

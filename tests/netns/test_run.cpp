@@ -199,3 +199,57 @@ TEST_CASE("an atlas run: every WAN transfer in a window, nothing on the link bef
   CHECK(rows == 48);
   CHECK(fs::exists(out / "timeline.json"));
 }
+
+TEST_CASE("a run with a prefill load: prefills fill the bubbles, never overlap training compute", "[run][prefill]") {
+  const auto topo = write_topology("wlpf", 2, 4, "20ms", "200Mbit");
+  const auto scen = write_scenario("wlpf", topo, {{"pp", 2}, {"dp", 2}, {"tp", 4}}, "1f1b", 4, 2, 0.1);
+  auto doc = nlohmann::json::parse(std::ifstream(scen));
+  // 8 layers of a 2048-wide model over 1024 tokens: 0.3 ms per layer at 40 % of an H100.
+  doc["prefill"] = {{"model", {{"layers", 8}, {"hidden", 2048}, {"heads", 16}, {"seq_len", 2048}, {"vocab", 32000}}},
+                    {"rate_per_s", 300},
+                    {"prompt_tokens", 1024},
+                    {"deadline_s", 1},
+                    {"loadgen", "use-0"},
+                    {"decode", {"use-1", "euw-1"}},
+                    {"scale", 0.01}};
+  std::ofstream(scen) << doc.dump(2);
+  const auto out = tmp("wlpf-out");
+  const auto s = run_scenario(scen, out);
+  const auto& p = s.at("prefill");
+  INFO(p.dump());
+  const int requests = p.at("requests").get<int>();
+  REQUIRE(requests > 100);
+  CHECK(p.at("completed").get<int>() > 0.8 * requests);
+  CHECK(p.at("kv_delivered") == p.at("completed"));  // every KV cache reached its decode node
+  CHECK(p.at("placed").get<int>() + p.at("queued_at_end").get<int>() + p.at("expired").get<int>() == requests);
+  CHECK(p.at("ttft_s").at("p50").get<double>() < 1.0);
+  // Training waits for at most a layer at a time.
+  CHECK(p.at("training_wait_s_per_iteration").at("max").get<double>() < 0.05);
+  // Prefill counts in GPU utilization, not in training's bubble fraction.
+  CHECK(s.at("gpu_utilization").at("mean").get<double>() > 1 - s.at("bubble_fraction").get<double>() + 0.02);
+  CHECK(s.at("training_slowdown").is_null());  // needs the run without the load (bench)
+
+  // On every GPU's compute track, prefill spans and training spans never overlap.
+  const auto timeline = nlohmann::json::parse(std::ifstream(out / "timeline.json"));
+  std::map<std::pair<int, int>, std::vector<std::tuple<double, double, std::string>>> tracks;
+  int prefills = 0;
+  for (const auto& e : timeline.at("traceEvents")) {
+    if (e.value("ph", "") != "X") continue;
+    const auto name = e.value("name", std::string{});
+    const bool prefill = name.rfind("prefill", 0) == 0;
+    const bool training = name.rfind("forward", 0) == 0 || name.rfind("backward", 0) == 0;
+    if (!prefill && !training) continue;
+    prefills += prefill;
+    tracks[{e.at("pid").get<int>(), e.at("tid").get<int>()}].emplace_back(
+        e.at("ts").get<double>(), e.at("ts").get<double>() + e.at("dur").get<double>(), prefill ? "p" : "t");
+  }
+  CHECK(prefills > 100);
+  int overlaps = 0;
+  for (auto& [track, spans] : tracks) {
+    std::sort(spans.begin(), spans.end());
+    for (std::size_t i = 1; i < spans.size(); ++i)
+      if (std::get<2>(spans[i]) != std::get<2>(spans[i - 1]) && std::get<0>(spans[i]) < std::get<1>(spans[i - 1]) - 1)
+        ++overlaps;  // 1 µs of timestamp rounding allowed
+  }
+  CHECK(overlaps == 0);
+}

@@ -216,12 +216,14 @@ TEST_CASE("a prefill does not start a layer that would run into training's expec
   agent::PrefillJob job;
   job.id = 1;
   job.layers = 4;
-  job.flops_per_layer = 10e9;  // 10 ms layers
+  job.flops_per_layer = 200e9;  // 200 ms layers
   runner.add(job);
   runner.prompt_arrived(1);
-  share.training_idle(agent::Clock::now() + milliseconds(5));  // back in 5 ms: no layer fits
+  share.training_idle(agent::Clock::now() + milliseconds(100));  // back in 100 ms: no layer fits
   std::this_thread::sleep_for(milliseconds(20));
+  const auto t0 = agent::Clock::now();
   share.training_busy();
+  CHECK(agent::Clock::now() - t0 < milliseconds(100));  // no 200 ms layer to wait for
   CHECK(done == 0);
   runner.stop();  // the job is reported, incomplete, having never run
   CHECK(done == 1);

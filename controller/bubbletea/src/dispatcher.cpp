@@ -19,7 +19,7 @@ constexpr std::size_t kMaxRetries = 256;
 
 Dispatcher::Dispatcher(std::vector<Gpu> gpus, Options options) : options_(options) {
   for (auto& g : gpus) {
-    GpuState s{g, {}, {}};
+    GpuState s{g, {}, {}, {}};
     if (g.dedicated) s.predicted.push_back({0, kForever});
     gpus_.push_back(std::move(s));
   }
@@ -73,19 +73,36 @@ void Dispatcher::prune(GpuState& g, Ns now) {
 }
 
 std::optional<Placement> Dispatcher::place(const Request& r, Ns now) {
+  // The placement that finishes first, where a GPU's work still outstanding counts against
+  // it too: without that, the GPUs nearest the load generator would take everything their
+  // predicted bubbles hold and fall behind while farther ones idle.
   std::optional<Placement> best;
+  Ns best_score = 0;
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
     auto& g = gpus_[i];
     prune(g, now);
     const double run_ns = r.flops / g.gpu.effective_flops * 1e9;
     const auto need = static_cast<Ns>(std::ceil(run_ns * (1 + options_.margin)));
     const Ns earliest = now + g.gpu.lead_ns;
-    if (best && earliest + need >= best->end_ns) continue;
+    // Overdue work (its reserved time passed, not done yet) uses the next bubbles first.
+    Ns owed = 0, outstanding = 0;
+    for (const auto& [id, iv] : g.pending) {
+      if (iv.start < now) owed += iv.end - iv.start;
+      outstanding += iv.end - iv.start;
+    }
+    if (best && earliest + need + outstanding >= best_score) continue;
     for (const auto& b : free_bubbles(static_cast<int>(i), earliest)) {
-      const Ns start = std::max(b.start, earliest);
-      if (best && start + need >= best->end_ns) break;
+      Ns start = std::max(b.start, earliest);
+      if (owed > 0) {
+        const Ns take = std::min(owed, b.end - start);
+        owed -= take;
+        start += take;
+      }
+      if (best && start + need + outstanding >= best_score) break;
+      if (start + need > r.deadline_ns) break;  // too late to be worth a GPU: queue, then expire
       if (start + need <= b.end) {
         best = Placement{r.id, static_cast<int>(i), start, start + need};
+        best_score = start + need + outstanding;
         break;
       }
     }
@@ -93,6 +110,7 @@ std::optional<Placement> Dispatcher::place(const Request& r, Ns now) {
   if (best) {
     auto& res = gpus_[static_cast<std::size_t>(best->gpu)].reserved;
     const Interval iv{best->start_ns, best->end_ns};
+    gpus_[static_cast<std::size_t>(best->gpu)].pending[r.id] = iv;
     res.insert(std::upper_bound(res.begin(), res.end(), iv,
                                 [](const Interval& a, const Interval& b) { return a.start < b.start; }),
                iv);
@@ -151,6 +169,7 @@ void Dispatcher::finished(int request, Ns at, int preemptions) {
   // Done (often before its reserved time, as GPUs take work early when idle): what is left
   // of its reservation is free again.
   if (rec.placement) {
+    gpus_.at(static_cast<std::size_t>(rec.placement->gpu)).pending.erase(request);
     auto& res = gpus_.at(static_cast<std::size_t>(rec.placement->gpu)).reserved;
     const Interval iv{rec.placement->start_ns, rec.placement->end_ns};
     if (const auto r = std::find(res.begin(), res.end(), iv); r != res.end()) res.erase(r);

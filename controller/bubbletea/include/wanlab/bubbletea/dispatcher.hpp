@@ -9,7 +9,10 @@
 // a virtual clock) stands in. Dedicated inference GPUs are always idle.
 // Admission: a request runs for flops / the GPU's FLOP/s; it is placed where that time
 // x (1 + margin) fits inside one predicted bubble, no earlier than its prompt can reach
-// the GPU, choosing the placement that finishes first. What fits nowhere waits in a queue
+// the GPU and finishing by its deadline, choosing the placement that finishes first (a
+// GPU's outstanding work counts against it, which spreads the load). Work placed earlier whose reserved
+// time has passed without it being done is still owed: it takes the GPU's next bubbles
+// first. What fits nowhere waits in a queue
 // (retried, oldest first, as predictions are renewed and prefills finish and free the rest
 // of their reservations); a queued request whose deadline passes is expired: counted as a
 // deadline miss, never silently dropped.
@@ -92,6 +95,7 @@ class Dispatcher {
     Gpu gpu;
     std::vector<Interval> predicted;  // sorted, disjoint
     std::vector<Interval> reserved;   // sorted by start
+    std::map<int, Interval> pending;  // placed, not reported done: request -> its reservation
   };
   struct Record {
     Request request;
