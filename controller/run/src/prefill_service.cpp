@@ -44,9 +44,9 @@ PrefillService::PrefillService(const workload::Plan& plan, std::string run_id, s
   const auto& m = plan_.spec.model;
   layer_shape_ = program::StageShape{1, 0, m.hidden, m.ffn_hidden, m.heads, m.kv_heads, 0, 0, m.gated_mlp, 1};
   // Until an iteration has been seen, the plan run on a virtual clock without contention
-  // predicts the first one.
+  // predicts the run (optimistic: the lab's first iteration is slower).
   try {
-    const auto reports = workload::execute(plan.programs, 1, workload::modeled_compute(plan),
+    const auto reports = workload::execute(plan.programs, plan.scenario.iterations, workload::modeled_compute(plan),
                                            workload::uncontended_comm(plan));
     for (const auto& r : reports) {
       const auto it = gpu_of_worker_.find(r.worker);
