@@ -13,7 +13,6 @@ namespace {
 constexpr Ns kForever = std::numeric_limits<Ns>::max() / 4;
 // Reservations that ended this long ago cannot matter to a new placement any more.
 constexpr Ns kKeepReservations = 1'000'000'000;
-constexpr std::size_t kMaxRetries = 256;
 
 }  // namespace
 
@@ -132,7 +131,7 @@ std::optional<Placement> Dispatcher::request(const Request& r, Ns now) {
   return std::nullopt;
 }
 
-std::vector<Placement> Dispatcher::retry(Ns now) {
+std::vector<Placement> Dispatcher::retry(Ns now, std::size_t attempts) {
   std::vector<Placement> out;
   std::deque<int> left;
   std::size_t tried = 0;
@@ -144,7 +143,7 @@ std::vector<Placement> Dispatcher::retry(Ns now) {
     }
     // Oldest first; a bounded number of attempts per call keeps a long queue cheap.
     std::optional<Placement> p;
-    if (tried++ < kMaxRetries) p = place(rec.request, now);
+    if (tried++ < attempts) p = place(rec.request, now);
     if (!p) {
       left.push_back(id);
       continue;

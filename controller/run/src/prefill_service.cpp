@@ -135,13 +135,14 @@ std::vector<PrefillMessage> PrefillService::message(const std::string& node, con
     std::vector<bubbletea::Interval> idle;
     for (const auto& i : m.at("idle")) idle.push_back({i.at(0).get<bubbletea::Ns>(), i.at(1).get<bubbletea::Ns>()});
     dispatcher_.learn(it->second, m.at("start_ns").get<bubbletea::Ns>(), m.at("end_ns").get<bubbletea::Ns>(), idle);
-    append(dispatcher_.retry(now));
+    if (dispatcher_.queued() > 0) append(dispatcher_.retry(now, 64));
   } else if (type == "prefill_done") {
     const int id = m.at("id").get<int>();
     if (m.value("complete", false)) {
       dispatcher_.started(id, m.at("started_ns").get<bubbletea::Ns>());
       dispatcher_.finished(id, m.at("finished_ns").get<bubbletea::Ns>(), m.value("preemptions", 0));
-      append(dispatcher_.retry(now));
+      // One reservation freed: room for a few queued requests at most (this runs per prefill).
+      if (dispatcher_.queued() > 0) append(dispatcher_.retry(now, 4));
     }
   } else if (type == "kv_received") {
     dispatcher_.kv_delivered(m.at("id").get<int>(), now);

@@ -74,8 +74,9 @@ class Dispatcher {
 
   /// A new request at `now`: its placement, or none (queued).
   std::optional<Placement> request(const Request& r, Ns now);
-  /// Retries the queue (after predictions changed) and expires what passed its deadline.
-  std::vector<Placement> retry(Ns now);
+  /// Retries the queue, oldest first, at most `attempts` requests (after predictions
+  /// changed or a prefill freed its reservation), and expires what passed its deadline.
+  std::vector<Placement> retry(Ns now, std::size_t attempts = 256);
 
   /// What an agent reported about a placed request.
   void started(int request, Ns at);
