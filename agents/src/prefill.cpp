@@ -129,6 +129,7 @@ void PrefillRunner::loop() {
         // GPU is free long enough again.
         ++out.preemptions;
         out.spans.push_back({program::SpanKind::prefill, -1, -1, segment, last_end, 0, -1});
+        segment = last_end;  // recorded: a stop while preempted must not record it again
         while (!stopping_ && !share_.may_run_locked(layer_ns)) share_.wait_locked(lock);
         if (stopping_) break;
         segment = since_start(Clock::now());

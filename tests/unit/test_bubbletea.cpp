@@ -230,3 +230,30 @@ TEST_CASE("a prefill does not start a layer that would run into training's expec
   CHECK(!last.complete);
   CHECK(last.spans.empty());
 }
+
+TEST_CASE("a prefill stopped while preempted reports each span once", "[bubbletea]") {
+  using namespace std::chrono;
+  agent::GpuShare share;
+  agent::PrefillOutcome last;
+  std::atomic<int> done{0};
+  agent::PrefillRunner runner(share, 1e12, -1, [&](const agent::PrefillJob&, const agent::PrefillOutcome& o) {
+    last = o;
+    ++done;
+  });
+  runner.start(agent::Clock::now());
+  agent::PrefillJob job;
+  job.id = 1;
+  job.layers = 50;
+  job.flops_per_layer = 2e9;  // 2 ms layers
+  runner.add(job);
+  runner.prompt_arrived(1);
+  share.training_idle();
+  std::this_thread::sleep_for(milliseconds(10));
+  share.training_busy();  // preempted with layers left
+  std::this_thread::sleep_for(milliseconds(10));
+  runner.stop();  // the run ends while it waits
+  REQUIRE(done == 1);
+  CHECK(!last.complete);
+  CHECK(last.preemptions == 1);
+  CHECK(last.spans.size() == 1);
+}
