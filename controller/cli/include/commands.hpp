@@ -24,6 +24,15 @@ int cmd_up(const UpArgs& a);
 /// `exec_argv` (if any).
 int cmd_node_setup(const std::string& topology, const std::string& node, const std::vector<std::string>& exec_argv);
 
+struct ComposeArgs {
+  std::string topology;
+  std::optional<std::string> scenario;
+  std::string results = "./results";
+  bool no_bench = false;
+  std::string project = ".";
+};
+/// Prints the docker-compose file of a lab.
+int cmd_compose(const ComposeArgs& a, const std::string& command_line);
 int cmd_down(const std::optional<std::string>& lab);
 int cmd_status(const std::optional<std::string>& lab, bool json);
 int cmd_exec(const std::optional<std::string>& lab, const std::string& node, const std::vector<std::string>& argv);

@@ -131,6 +131,22 @@ int main(int argc, char** argv) {
   node_setup_cmd->add_option("cmd", ns_argv, "Command to run afterwards (after --), e.g. wanlab-agent ...");
   node_setup_cmd->positionals_at_end();
 
+  ComposeArgs compose_args;
+  auto* compose_cmd = app.add_subcommand(
+      "compose", "Print the docker-compose file of a lab: one network per DC, the controller container as the WAN "
+                 "router, one container per node (write it to docker-compose.yml in the project folder)");
+  compose_cmd->add_option("topology", compose_args.topology, "Topology file, in the project's topologies/")->required();
+  compose_cmd->add_option("--scenario", compose_args.scenario,
+                          "Scenario (in the project's bench/scenarios/) the controller benchmarks once the lab is up "
+                          "(`wanlab bench`); none: the lab only");
+  compose_cmd->add_flag("--no-bench", compose_args.no_bench,
+                        "Mount the scenarios but do not benchmark on `up` (run them with docker-compose exec)");
+  compose_cmd->add_option("--results", compose_args.results,
+                          "Host folder for results, mounted at /wanlab/bench-results (default: ./results)");
+  compose_cmd->add_option("--project", compose_args.project,
+                          "Project folder: where docker-compose.yml, the Dockerfile, topologies/, traces/ and "
+                          "bench/scenarios/ are (default: .)");
+
   ReplayCommands replay_commands(app);
 
   try {
@@ -180,6 +196,11 @@ int main(int argc, char** argv) {
     if (*node_setup_cmd) {
       if (!ns_argv.empty() && ns_argv.front() == "--") ns_argv.erase(ns_argv.begin());
       return cmd_node_setup(ns_topology, ns_node, ns_argv);
+    }
+    if (*compose_cmd) {
+      std::string line = "wanlab";
+      for (int i = 1; i < argc; ++i) line += fmt::format(" {}", argv[i]);
+      return cmd_compose(compose_args, line);
     }
     if (auto rc = replay_commands.run()) return *rc;
   } catch (const std::exception& e) {
