@@ -77,7 +77,9 @@ std::string compose_file(const core::Topology& topo, const ComposeOptions& o) {
 
   // The controller: the WAN router, on every DC network at the DC gateway's address.
   line("  controller:");
-  line("    build: .");
+  // The build's apt-get uses the host's network: no NAT bridge needed (a daemon may run
+  // without one, as the docker test tier's does).
+  line("    build: {context: ., network: host}");
   line(fmt::format("    image: {}", q(o.image)));
   line(fmt::format("    container_name: {}", q(lab + "-controller")));
   line("    hostname: controller");
