@@ -411,9 +411,13 @@ int cmd_down(const std::optional<std::string>& lab_arg) {
     fmt::print("lab {} is not up; nothing to remove\n", name);
     return 0;
   }
-  fmt::print("lab {} is down: removed {} namespaces{}{}\n", name, removed,
-             killed ? fmt::format(", killed {} processes", killed) : "",
-             controller_answered ? "" : " (its controller was gone; cleaned up from its state)");
+  if (router_only)
+    fmt::print("lab {} is down: its router ports are given back{}\n", name,
+               controller_answered ? "" : " (its controller was gone; traffic control removed from its state)");
+  else
+    fmt::print("lab {} is down: removed {} namespaces{}{}\n", name, removed,
+               killed ? fmt::format(", killed {} processes", killed) : "",
+               controller_answered ? "" : " (its controller was gone; cleaned up from its state)");
   return 0;
 }
 
