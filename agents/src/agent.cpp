@@ -386,12 +386,21 @@ void Agent::handle(const nlohmann::json& m) {
       for (const auto& [src, dst] : recvs)
         if (!local.count(src)) expected_in += stripes_to(src);
       r->windows = a.value("windows", false);
-      // The agent runs in its node's namespace: this sysctl is the node's own.
+      // The agent runs in its node's namespace: this sysctl is the node's own. Written only
+      // when it differs: in a container /proc/sys is read-only, and the container sets it.
       if (a.contains("tcp_slow_start_after_idle")) {
         const char* path = "/proc/sys/net/ipv4/tcp_slow_start_after_idle";
-        std::ofstream f(path);
-        f << (a.at("tcp_slow_start_after_idle").get<bool>() ? "1" : "0") << "\n";
-        if (!f.flush()) throw std::runtime_error(fmt::format("cannot write {}", path));
+        const std::string want = a.at("tcp_slow_start_after_idle").get<bool>() ? "1" : "0";
+        std::string now;
+        std::ifstream(path) >> now;
+        if (now != want) {
+          std::ofstream f(path);
+          f << want << "\n";
+          if (!f.flush())
+            throw std::runtime_error(fmt::format("cannot write {} (set it to {} where the node is made, e.g. the "
+                                                 "container's sysctls)",
+                                                 path, want));
+        }
       }
       const int salt = a.value("port_salt", 0);
       std::map<int, int> slot_of;  // local worker -> its GPU on this node

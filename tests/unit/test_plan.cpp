@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "golden.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/lab/apply.hpp"
 #include "wanlab/lab/naming.hpp"
@@ -13,6 +14,7 @@
 #include "wanlab/lab/wan_tc.hpp"
 
 using namespace wanlab;
+using wanlab::test::check_golden;
 
 namespace {
 
@@ -33,19 +35,6 @@ std::string render(const lab::Plan& plan) {
   std::string out;
   for (const auto& op : plan.ops) out += lab::to_string(op) + "\n";
   return out;
-}
-
-// Compares with tests/unit/golden/NAME; WANLAB_UPDATE_GOLDEN=1 rewrites the file.
-void check_golden(const std::string& name, const std::string& text) {
-  const std::string path = std::string(WANLAB_SOURCE_DIR) + "/tests/unit/golden/" + name;
-  if (std::getenv("WANLAB_UPDATE_GOLDEN")) {
-    std::ofstream(path) << text;
-  }
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  CHECK(ss.str() == text);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "wanlab/lab/apply.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/lab/plan.hpp"
+#include "wanlab/lab/router_only.hpp"
 #include "wanlab/lab/wan_tc.hpp"
 #include "wanlab/replay/mahimahi.hpp"
 #include "wanlab/shaping/kernel_shaper.hpp"
@@ -44,8 +45,19 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
     : topo_(std::move(topo)), on_shutdown_(std::move(on_shutdown)), replay_priority_(options.replay_priority) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto backend = resolve_backend(options.backend, options.netem);
-  const auto plan = lab::plan_lab(
-      topo_, {.backend = backend == "kernel" ? lab::Backend::kernel : lab::Backend::userspace, .netem = options.netem});
+  const lab::PlanOptions plan_options{.backend = backend == "kernel" ? lab::Backend::kernel : lab::Backend::userspace,
+                                      .netem = options.netem};
+  kernel_ = std::make_unique<lab::NetlinkKernel>();
+  lab::Plan plan;
+  if (options.router_only) {
+    // The ports are found (and their forwarding settings read) before anything changes.
+    auto& here = kernel_->socket(lab::kOwnNetns);
+    state_.router_ports = lab::find_router_ports(topo_, here.ipv4_addresses());
+    for (const auto& port : state_.router_ports) forwarding_before_.push_back(here.ipv4_forwarding(port));
+    plan = lab::plan_router(topo_, state_.router_ports, plan_options);
+  } else {
+    plan = lab::plan_lab(topo_, plan_options);
+  }
   op_count_ = plan.ops.size();
   state_.lab = topo_.name;
   state_.topology_file = topo_.source_file;
@@ -58,15 +70,17 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
   // The state names every namespace before the first one exists: whatever happens next
   // (even SIGKILL), `down` knows what to remove.
   lab::write_state(state_);
-  kernel_ = std::make_unique<lab::NetlinkKernel>();
   try {
     lab::apply(plan, *kernel_);
     const auto t_applied = std::chrono::steady_clock::now();
     spdlog::debug("lab {}: {} kernel operations applied in {:.1f} ms", topo_.name, plan.ops.size(),
                   std::chrono::duration<double, std::milli>(t_applied - t0).count());
-    const auto& router = kernel_->netns(lab::ns_router(topo_.name));
+    const auto& router = kernel_->netns(options.router_only ? lab::kOwnNetns : lab::ns_router(topo_.name));
     if (backend == "kernel") {
-      shaper_ = std::make_unique<shaping::KernelShaper>(netlink::Socket::open_in(router), options.netem);
+      shaper_ = std::make_unique<shaping::KernelShaper>(netlink::Socket::open_in(router), options.netem,
+                                                        state_.router_ports);
+    } else if (options.router_only) {
+      shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, state_.router_ports, options.seed);
     } else {
       std::vector<const netlink::Netns*> gateways;
       for (const auto& dc : topo_.dcs) gateways.push_back(&kernel_->netns(lab::ns_gateway(topo_.name, dc.name)));
@@ -85,6 +99,7 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
   } catch (...) {
     stop_all_replays();
     shaper_.reset();
+    release_router_ports();
     kernel_->release();
     lab::teardown(topo_.name, state_.namespaces);
     lab::remove_lab_dir(topo_.name);
@@ -98,11 +113,26 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
 
 LabController::~LabController() { stop_all_replays(); }
 
+void LabController::release_router_ports() {
+  if (state_.router_ports.empty() || !kernel_) return;
+  for (std::size_t k = 0; k < state_.router_ports.size(); ++k) {
+    const auto& port = state_.router_ports[k];
+    try {
+      auto& here = kernel_->socket(lab::kOwnNetns);
+      if (state_.backend == "kernel") here.delete_root_qdisc(port);
+      if (k < forwarding_before_.size()) here.set_ipv4_forwarding(port, forwarding_before_[k]);
+    } catch (const std::exception& e) {
+      spdlog::warn("lab {}: port {} not released: {}", topo_.name, port, e.what());
+    }
+  }
+}
+
 lab::TeardownReport LabController::teardown() {
   stop_all_replays();
   std::lock_guard lock(mutex_);
   if (torn_down_) return {};
   shaper_.reset();  // stops the userspace engine before its interfaces go
+  release_router_ports();
   if (kernel_) kernel_->release();
   auto report = lab::teardown(topo_.name, state_.namespaces);
   torn_down_ = true;
@@ -461,6 +491,9 @@ nlohmann::json LabController::status() {
 
 nlohmann::json lab_status(const core::Topology& topo, const lab::LabState& state, shaping::LinkShaper* shaper,
                           bool controller_running) {
+  // Router-only labs own no namespace: their nodes are containers, the router (and each
+  // DC's gateway address) is the controller's own namespace.
+  const bool router_only = !state.router_ports.empty();
   nlohmann::json dcs = nlohmann::json::array();
   for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
     const auto& dc = topo.dcs[k];
@@ -468,25 +501,34 @@ nlohmann::json lab_status(const core::Topology& topo, const lab::LabState& state
     nlohmann::json nodes = nlohmann::json::array();
     for (int i = 0; i < dc.nodes; ++i) {
       const auto name = core::node_name(dc, i);
-      nodes.push_back({{"name", name},
-                       {"namespace", lab::ns_node(topo.name, name)},
-                       {"interface", lab::if_node(dc.name, i)},
-                       {"address", core::node_address(ik, i).to_string()}});
+      nlohmann::json node = {{"name", name}, {"address", core::node_address(ik, i).to_string()}};
+      if (router_only) {
+        node["mac"] = core::mac_text(core::node_mac(ik, i));
+      } else {
+        node["namespace"] = lab::ns_node(topo.name, name);
+        node["interface"] = lab::if_node(dc.name, i);
+      }
+      nodes.push_back(std::move(node));
     }
+    nlohmann::json gateway = {{"address", core::dc_gateway(ik).to_string()}};
+    if (router_only)
+      gateway["interface"] = state.router_ports.at(k);
+    else
+      gateway["namespace"] = lab::ns_gateway(topo.name, dc.name);
     dcs.push_back({{"name", dc.name},
                    {"region", dc.region},
                    {"gpu", dc.gpu},
                    {"gpus_per_node", dc.gpus_per_node},
                    {"subnet", core::dc_subnet(ik).to_string()},
-                   {"gateway", {{"namespace", lab::ns_gateway(topo.name, dc.name)},
-                                {"address", core::dc_gateway(ik).to_string()}}},
+                   {"gateway", gateway},
                    {"nodes", nodes}});
   }
   nlohmann::json links = nlohmann::json::array();
   for (const auto& l : topo.links) {
     auto j = link_json(topo, l);
     j["shaped_on"] = fmt::format("{}{}:{}", state.backend == "userspace" ? "engine in " : "",
-                                 lab::ns_router(topo.name), lab::if_router_to(topo.dcs[l.dst].name));
+                                 router_only ? std::string(lab::kOwnNetns) : lab::ns_router(topo.name),
+                                 router_only ? state.router_ports.at(l.dst) : lab::if_router_to(topo.dcs[l.dst].name));
     if (shaper) {
       try {
         const auto c = shaper->counters(topo, l);
@@ -516,7 +558,9 @@ nlohmann::json lab_status(const core::Topology& topo, const lab::LabState& state
           {"backend", state.backend},
           {"delay_applied", state.netem},
           {"controller", {{"running", controller_running}, {"pid", state.controller_pid}, {"started_at", state.started_at}}},
-          {"router", {{"namespace", lab::ns_router(topo.name)}}},
+          {"mode", router_only ? "router-only" : "namespaces"},
+          {"router", router_only ? nlohmann::json{{"namespace", lab::kOwnNetns}, {"ports", state.router_ports}}
+                                 : nlohmann::json{{"namespace", lab::ns_router(topo.name)}}},
           {"namespaces", state.namespaces.size()},
           {"dcs", dcs},
           {"links", links}};

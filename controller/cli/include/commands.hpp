@@ -16,8 +16,23 @@ struct UpArgs {
   std::optional<std::string> agents_tcp;
   std::string token;
   bool no_spawn_agents = false;
+  bool router_only = false;        // containers: this namespace is the WAN router (lab/router_only.hpp)
+  std::optional<std::string> then;  // with --foreground: a command line to run once the lab is up
 };
 int cmd_up(const UpArgs& a);
+/// Prepares this namespace (a container) as node NODE of a router-only lab, then execs
+/// `exec_argv` (if any).
+int cmd_node_setup(const std::string& topology, const std::string& node, const std::vector<std::string>& exec_argv);
+
+struct ComposeArgs {
+  std::string topology;
+  std::optional<std::string> scenario;
+  std::string results = "./results";
+  bool no_bench = false;
+  std::string project = ".";
+};
+/// Prints the docker-compose file of a lab.
+int cmd_compose(const ComposeArgs& a, const std::string& command_line);
 int cmd_down(const std::optional<std::string>& lab);
 int cmd_status(const std::optional<std::string>& lab, bool json);
 int cmd_exec(const std::optional<std::string>& lab, const std::string& node, const std::vector<std::string>& argv);
@@ -29,7 +44,8 @@ struct LinkSetArgs {
 };
 int cmd_link_set(const LinkSetArgs& a);
 
-/// One clear line and false when the process lacks CAP_NET_ADMIN or CAP_SYS_ADMIN.
-bool check_privileges(const char* what);
+/// One clear line and false when the process lacks CAP_NET_ADMIN or CAP_SYS_ADMIN (for
+/// namespaces), or, for router-only labs (`namespaces` false), CAP_NET_ADMIN or CAP_NET_RAW.
+bool check_privileges(const char* what, bool namespaces = true);
 
 }  // namespace wanlab::cli

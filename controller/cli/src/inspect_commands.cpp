@@ -36,8 +36,13 @@ nlohmann::json lab_status_json(const std::string& name) {
   }
   auto found = find_lab(name);
   std::unique_ptr<shaping::LinkShaper> shaper;
-  if (auto router = netlink::Netns::open(lab::ns_router(name)))
+  if (!found.state.router_ports.empty()) {
+    if (found.state.backend == "kernel")
+      shaper = std::make_unique<shaping::KernelShaper>(netlink::Socket::open(), found.state.netem,
+                                                       found.state.router_ports);
+  } else if (auto router = netlink::Netns::open(lab::ns_router(name))) {
     shaper = std::make_unique<shaping::KernelShaper>(netlink::Socket::open_in(*router), found.state.netem);
+  }
   return api::lab_status(found.topology, found.state, shaper.get(), false);
 }
 
@@ -77,9 +82,19 @@ void print_status(const nlohmann::json& s) {
     fmt::print("  delay, jitter and loss are not applied (no netem on this kernel); rates and queue limits are\n");
   if (s["backend"] == "userspace" && !c["running"].get<bool>())
     fmt::print("  the userspace engine ran in the controller, which is gone: DCs cannot reach each other\n");
-  fmt::print("  router namespace {}\n\n", s["router"]["namespace"].get<std::string>());
+  const bool router_only = s.value("mode", "") == "router-only";
+  if (router_only)
+    fmt::print("  router-only lab: this namespace is the WAN router, on {} (toward {}); nodes are containers\n\n",
+               fmt::join(s["router"]["ports"].get<std::vector<std::string>>(), ", "),
+               fmt::join([&] {
+                 std::vector<std::string> names;
+                 for (const auto& dc : s["dcs"]) names.push_back(dc["name"].get<std::string>());
+                 return names;
+               }(), ", "));
+  else
+    fmt::print("  router namespace {}\n\n", s["router"]["namespace"].get<std::string>());
   fmt::print("  {:<6} {:<16} {:>5} {:>10} {:<16} {:<14} {}\n", "DC", "region", "nodes", "GPUs", "subnet", "gateway",
-             "nodes (namespace <lab>.<node>)");
+             router_only ? "nodes" : "nodes (namespace <lab>.<node>)");
   for (const auto& dc : s["dcs"]) {
     std::vector<std::string> nodes;
     for (const auto& n : dc["nodes"])
@@ -148,6 +163,11 @@ int cmd_status(const std::optional<std::string>& lab_arg, bool json) {
 int cmd_exec(const std::optional<std::string>& lab_arg, const std::string& node, const std::vector<std::string>& argv) {
   if (!check_privileges("exec")) return 1;
   const auto found = find_lab_with_node(lab_arg, node);
+  if (!found.state.router_ports.empty()) {
+    fmt::print(stderr, "wanlab: lab {} is a router-only lab: node {} is a container, not a namespace here "
+               "(docker-compose exec {} ...)\n", found.state.lab, node, node);
+    return 1;
+  }
   const auto ns_name = lab::ns_node(found.state.lab, node);
   auto ns = netlink::Netns::open(ns_name);
   if (!ns) {

@@ -12,6 +12,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
+#include <optional>
+#include <sstream>
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
@@ -64,12 +66,42 @@ std::string read_all(int fd) {
   return out;
 }
 
+// Starts `command_line` (words split on blanks, no shell) in a process group of its own,
+// with the controller's stdout and stderr; returns its pid.
+pid_t start_then(const std::string& command_line) {
+  std::vector<std::string> words;
+  std::istringstream in(command_line);
+  for (std::string w; in >> w;) words.push_back(w);
+  if (words.empty()) throw std::runtime_error("--then: empty command");
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  // Built before fork: between fork and exec the child only calls async-signal-safe functions.
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(fmt::format("--then: fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execvp(argv[0], argv.data());
+    static const char msg[] = "wanlab: --then: exec failed\n";
+    [[maybe_unused]] auto n = ::write(2, msg, sizeof msg - 1);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  return pid;
+}
+
 // The controller: builds the lab, serves the API until a shutdown request or a signal,
 // then tears the lab down. Reports "ready {json}" or "error <text>" on `ready_fd`.
-int run_controller(const core::Topology& topo, const api::UpOptions& options, int ready_fd) {
+int run_controller(const core::Topology& topo, const api::UpOptions& options, int ready_fd,
+                   const std::optional<std::string>& then) {
   const auto& name = topo.name;
   boost::asio::io_context ioc;
   boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  boost::asio::signal_set child_exits(ioc, SIGCHLD);
+  pid_t then_pid = -1;
   boost::asio::steady_timer flush_timer(ioc);  // state-file writes, off the request path
   std::unique_ptr<api::Server> server;
   std::unique_ptr<api::LabController> ctl;
@@ -88,6 +120,7 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
       // do and ioc.run() returns.
       server->close();
       signals.cancel();
+      child_exits.cancel();
       flush_timer.cancel();
     });
     run::RunManagerOptions ro;
@@ -125,14 +158,43 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
     });
   };
   flush_later();
+  if (then) {
+    try {
+      then_pid = start_then(*then);
+      spdlog::info("lab {} is up; running `{}` (pid {})", name, *then, then_pid);
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+    }
+  }
+  std::function<void()> wait_child = [&] {
+    child_exits.async_wait([&](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      int status = 0;
+      if (then_pid > 0 && ::waitpid(then_pid, &status, WNOHANG) == then_pid) {
+        const auto how = WIFEXITED(status) ? fmt::format("exited with status {}", WEXITSTATUS(status))
+                                           : fmt::format("was killed by signal {}", WTERMSIG(status));
+        const auto level = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? spdlog::level::info : spdlog::level::warn;
+        spdlog::log(level, "`{}` {}; lab {} stays up until this controller is stopped", *then, how, name);
+        then_pid = -1;
+      }
+      wait_child();
+    });
+  };
+  wait_child();
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("signal {}: tearing lab {} down", sig, name);
+    if (then_pid > 0) ::kill(-then_pid, SIGTERM);
     runs->close();
     server->close();
     flush_timer.cancel();
+    child_exits.cancel();
   });
   ioc.run();
+  if (then_pid > 0) {
+    ::kill(-then_pid, SIGTERM);
+    ::waitpid(then_pid, nullptr, 0);
+  }
   runs->close();
   const auto removed = ctl->teardown();
   lab::remove_lab_dir(name);
@@ -155,7 +217,15 @@ void remove_leftovers(const std::string& name) {
 
 }  // namespace
 
-bool check_privileges(const char* what) {
+bool check_privileges(const char* what, bool namespaces) {
+  if (!namespaces) {
+    if (has_cap(CAP_NET_ADMIN) && has_cap(CAP_NET_RAW)) return true;
+    fmt::print(stderr,
+               "wanlab: {} needs CAP_NET_ADMIN and CAP_NET_RAW to shape and forward on this namespace's interfaces; "
+               "run it as root, or give the container those capabilities (cap_add: [NET_ADMIN, NET_RAW])\n",
+               what);
+    return false;
+  }
   if (has_cap(CAP_NET_ADMIN) && has_cap(CAP_SYS_ADMIN)) return true;
   fmt::print(stderr,
              "wanlab: {} needs CAP_NET_ADMIN and CAP_SYS_ADMIN to create network namespaces and links; "
@@ -189,7 +259,7 @@ int cmd_up(const UpArgs& a) {
       return 2;
     }
   }
-  if (!check_privileges("up")) return 1;
+  if (!check_privileges(a.router_only ? "up --router-only" : "up", !a.router_only)) return 1;
   const auto& name = topo.name;
 
   auto lock = lab::LabLock::try_acquire(name);
@@ -207,6 +277,7 @@ int cmd_up(const UpArgs& a) {
   options.agents_tcp = a.agents_tcp;
   options.token = a.token;
   options.spawn_agents = !a.no_spawn_agents;
+  options.router_only = a.router_only;
   options.netem = netlink::netem_available();
   const auto backend = api::resolve_backend(a.backend, options.netem);
   if (backend == "kernel" && !options.netem)
@@ -218,7 +289,7 @@ int cmd_up(const UpArgs& a) {
   if (a.foreground) {
     spdlog::info("controller for lab {} running in the foreground (pid {})", name, ::getpid());
     for (const auto& r : replays) spdlog::info("{}", r);
-    return run_controller(topo, options, -1);
+    return run_controller(topo, options, -1, a.then);
   }
 
   int fds[2];
@@ -238,7 +309,7 @@ int cmd_up(const UpArgs& a) {
     ::signal(SIGHUP, SIG_IGN);
     int rc = 1;
     try {
-      rc = run_controller(topo, options, fds[1]);
+      rc = run_controller(topo, options, fds[1], std::nullopt);
     } catch (const std::exception& e) {
       spdlog::critical("controller failed: {}", e.what());
     }
@@ -271,7 +342,6 @@ int cmd_up(const UpArgs& a) {
 }
 
 int cmd_down(const std::optional<std::string>& lab_arg) {
-  if (!check_privileges("down")) return 1;
   std::string name;
   if (lab_arg) {
     name = *lab_arg;
@@ -291,6 +361,9 @@ int cmd_down(const std::optional<std::string>& lab_arg) {
     fmt::print(stderr, "wanlab: '{}' is not a lab name\n", name);
     return 2;
   }
+  const auto before = lab::read_state(name);
+  const bool router_only = before && !before->router_ports.empty();
+  if (!check_privileges("down", !router_only)) return 1;
 
   std::size_t removed = 0;
   int killed = 0;
@@ -322,14 +395,29 @@ int cmd_down(const std::optional<std::string>& lab_arg) {
   const auto r = lab::teardown(name, state ? state->namespaces : std::vector<std::string>{});
   removed += r.removed.size();
   killed += r.killed_processes;
+  // A router-only lab whose controller is gone: its traffic control is still on the ports.
+  if (state && !state->router_ports.empty() && state->backend == "kernel" && !controller_answered) {
+    auto here = netlink::Socket::open();
+    for (const auto& port : state->router_ports) {
+      try {
+        here.delete_root_qdisc(port);
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "wanlab: lab {}: port {}: {}\n", name, port, e.what());
+      }
+    }
+  }
   lab::remove_lab_dir(name);
   if (removed == 0 && !state && !controller_answered) {
     fmt::print("lab {} is not up; nothing to remove\n", name);
     return 0;
   }
-  fmt::print("lab {} is down: removed {} namespaces{}{}\n", name, removed,
-             killed ? fmt::format(", killed {} processes", killed) : "",
-             controller_answered ? "" : " (its controller was gone; cleaned up from its state)");
+  if (router_only)
+    fmt::print("lab {} is down: its router ports are given back{}\n", name,
+               controller_answered ? "" : " (its controller was gone; traffic control removed from its state)");
+  else
+    fmt::print("lab {} is down: removed {} namespaces{}{}\n", name, removed,
+               killed ? fmt::format(", killed {} processes", killed) : "",
+               controller_answered ? "" : " (its controller was gone; cleaned up from its state)");
   return 0;
 }
 

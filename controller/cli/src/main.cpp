@@ -34,6 +34,14 @@ int main(int argc, char** argv) {
       ->envname("WANLAB_TOKEN");
   up_cmd->add_flag("--no-spawn-agents", up.no_spawn_agents,
                    "Do not start agents in the nodes' namespaces for runs: wait for agents to connect (containers)");
+  up_cmd->add_flag("--router-only", up.router_only,
+                   "Make no namespaces: this namespace (a container on one network per DC, holding each DC's "
+                   "gateway address 198.18.4k.1/22) is the lab's WAN router; nodes are containers "
+                   "(`wanlab node-setup`). Needs CAP_NET_ADMIN and CAP_NET_RAW only");
+  up_cmd->add_option("--then", up.then,
+                     "With --foreground: run this command line (words split on blanks, no shell) once the lab is "
+                     "up, e.g. \"wanlab bench bench/scenarios/three-dc-7b.json\"; the lab stays up after it ends")
+      ->type_name("CMD");
 
   RunArgs run;
   auto* run_cmd = app.add_subcommand(
@@ -160,6 +168,33 @@ int main(int argc, char** argv) {
   set_cmd->add_option("--rate", ls.rate, "Rate, e.g. 100Mbit or 4.35Gbit");
   set_cmd->add_option("--queue", ls.queue, "Queue limit, packets (1000p) or bytes (4MB)");
 
+  std::string ns_topology, ns_node;
+  std::vector<std::string> ns_argv;
+  auto* node_setup_cmd = app.add_subcommand(
+      "node-setup", "Prepare this network namespace (a container) as a node of a router-only lab, then run CMD: "
+                    "give the interface holding the node's address the plan's hardware address, turn its offloads "
+                    "off, and route the DCs its DC has WAN links to via the controller (198.18.4k.1)");
+  node_setup_cmd->add_option("topology", ns_topology, "Topology file (JSON)")->required();
+  node_setup_cmd->add_option("node", ns_node, "Node name, e.g. use-0")->required();
+  node_setup_cmd->add_option("cmd", ns_argv, "Command to run afterwards (after --), e.g. wanlab-agent ...");
+  node_setup_cmd->positionals_at_end();
+
+  ComposeArgs compose_args;
+  auto* compose_cmd = app.add_subcommand(
+      "compose", "Print the docker-compose file of a lab: one network per DC, the controller container as the WAN "
+                 "router, one container per node (write it to docker-compose.yml in the project folder)");
+  compose_cmd->add_option("topology", compose_args.topology, "Topology file, in the project's topologies/")->required();
+  compose_cmd->add_option("--scenario", compose_args.scenario,
+                          "Scenario (in the project's bench/scenarios/) the controller benchmarks once the lab is up "
+                          "(`wanlab bench`); none: the lab only");
+  compose_cmd->add_flag("--no-bench", compose_args.no_bench,
+                        "Mount the scenarios but do not benchmark on `up` (run them with docker-compose exec)");
+  compose_cmd->add_option("--results", compose_args.results,
+                          "Host folder for results, mounted at /wanlab/bench-results (default: ./results)");
+  compose_cmd->add_option("--project", compose_args.project,
+                          "Project folder: where docker-compose.yml, the Dockerfile, topologies/, traces/ and "
+                          "bench/scenarios/ are (default: .)");
+
   ReplayCommands replay_commands(app);
 
   try {
@@ -172,6 +207,10 @@ int main(int argc, char** argv) {
 
   try {
     if (*up_cmd) {
+      if (up.then && !up.foreground) {
+        fmt::print(stderr, "wanlab: up: --then needs --foreground (the command runs beside the controller)\n");
+        return 2;
+      }
       if (up.agents_tcp && up.token.empty()) {
         fmt::print(stderr, "wanlab: up: --agents-tcp needs --token (or $WANLAB_TOKEN): agents over TCP must "
                            "authenticate\n");
@@ -203,6 +242,15 @@ int main(int argc, char** argv) {
       return cmd_exec(exec_lab, exec_node, exec_argv);
     }
     if (*set_cmd) return cmd_link_set(ls);
+    if (*node_setup_cmd) {
+      if (!ns_argv.empty() && ns_argv.front() == "--") ns_argv.erase(ns_argv.begin());
+      return cmd_node_setup(ns_topology, ns_node, ns_argv);
+    }
+    if (*compose_cmd) {
+      std::string line = "wanlab";
+      for (int i = 1; i < argc; ++i) line += fmt::format(" {}", argv[i]);
+      return cmd_compose(compose_args, line);
+    }
     if (auto rc = replay_commands.run()) return *rc;
   } catch (const std::exception& e) {
     fmt::print(stderr, "wanlab: {}\n", e.what());

@@ -54,7 +54,8 @@ int cmd_run(const RunArgs& a) {
     fmt::print(stderr, "wanlab: {}\n", e.what());
     return 2;
   }
-  if (!check_privileges("run")) return 1;
+  // A lab that is up is used through its API (a router-only lab's too); bringing one up needs more.
+  if (!lab_running(topo.name) && !check_privileges("run")) return 1;
   const fs::path out = fs::absolute(a.out ? fs::path(*a.out) : fs::path("runs") / (scenario.name + "-" + timestamp()));
   LabUse lab;
   if (const int rc = acquire_lab(scenario, topo, a.backend, lab); rc != 0) return rc;

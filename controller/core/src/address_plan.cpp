@@ -45,4 +45,14 @@ Ipv4Prefix transit_gateway_side(int dc) {
 }
 Ipv4Prefix lab_supernet() { return {Ipv4{ip(198, 18, 0, 0)}, 15}; }
 
+std::array<std::uint8_t, 6> node_mac(int dc, int node) {
+  const auto a = node_address(dc, node).value;
+  return {0x02, 0x57, 0x4c, static_cast<std::uint8_t>(a >> 16), static_cast<std::uint8_t>(a >> 8),
+          static_cast<std::uint8_t>(a)};
+}
+
+std::string mac_text(const std::array<std::uint8_t, 6>& m) {
+  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
 }  // namespace wanlab::core

@@ -22,6 +22,10 @@ void NetlinkKernel::release() { entries_.clear(); }
 const netlink::Netns& NetlinkKernel::netns(const std::string& ns) {
   auto it = entries_.find(ns);
   if (it != entries_.end()) return it->second->ns;
+  if (ns == kOwnNetns) {
+    auto [pos, _] = entries_.emplace(ns, std::make_unique<Entry>(Entry{netlink::Netns::current(), std::nullopt}));
+    return pos->second->ns;
+  }
   auto opened = netlink::Netns::open(ns);
   if (!opened) throw std::runtime_error(fmt::format("network namespace {} does not exist", ns));
   auto [pos, _] = entries_.emplace(ns, std::make_unique<Entry>(Entry{std::move(*opened), std::nullopt}));
@@ -70,6 +74,12 @@ void NetlinkKernel::execute(const Op& op) {
           socket(o.ns).add_pfifo(o.ifname, o.parent, o.handle, o.limit);
         } else if constexpr (std::is_same_v<T, DisableOffloads>) {
           netlink::disable_offloads(netns(o.ns), o.ifname);
+        } else if constexpr (std::is_same_v<T, DelRoute>) {
+          socket(o.ns).delete_route(o.dst.address.value, o.dst.length);
+        } else if constexpr (std::is_same_v<T, SetMac>) {
+          socket(o.ns).set_mac(o.ifname, o.mac);
+        } else if constexpr (std::is_same_v<T, SetForwarding>) {
+          socket(o.ns).set_ipv4_forwarding(o.ifname, o.on);
         } else if constexpr (std::is_same_v<T, AddSrcFilter>) {
           socket(o.ns).add_u32_src_filter(o.ifname, o.parent, o.prio, o.src.address.value, o.src.length, o.flowid);
         }

@@ -109,12 +109,12 @@ void plan_dc(const core::Topology& topo, std::size_t k, const PlanOptions& optio
   }
 }
 
-// WAN links: on the router's egress toward each destination DC, one HTB class per
-// source DC, classified by source subnet.
-void plan_wan(const core::Topology& topo, const PlanOptions& options, Plan& plan) {
-  const auto router = ns_router(topo.name);
+}  // namespace
+
+void plan_wan(const core::Topology& topo, const PlanOptions& options, const std::string& router,
+              const std::vector<std::string>& ports, Plan& plan) {
   for (std::size_t dst = 0; dst < topo.dcs.size(); ++dst) {
-    const auto ifname = if_router_to(topo.dcs[dst].name);
+    const auto& ifname = ports.at(dst);
     bool has_links = false;
     for (const auto& l : topo.links) has_links |= l.dst == dst;
     if (!has_links) continue;
@@ -130,8 +130,6 @@ void plan_wan(const core::Topology& topo, const PlanOptions& options, Plan& plan
     }
   }
 }
-
-}  // namespace
 
 std::string to_string(const Op& op) {
   return std::visit(
@@ -166,6 +164,11 @@ std::string to_string(const Op& op) {
                                o.parent.to_string(), o.limit);
           },
           [](const DisableOffloads& o) { return fmt::format("offloads {}:{} tso gso tx-csum off", o.ns, o.ifname); },
+          [](const DelRoute& o) {
+            return fmt::format("unroute {}: {}", o.ns, o.dst.length == 0 ? "default" : o.dst.to_string());
+          },
+          [](const SetMac& o) { return fmt::format("mac {}:{} {}", o.ns, o.ifname, core::mac_text(o.mac)); },
+          [](const SetForwarding& o) { return fmt::format("forwarding {}:{} {}", o.ns, o.ifname, o.on ? "on" : "off"); },
           [](const AddSrcFilter& o) {
             return fmt::format("filter {}:{} parent {} prio {} u32 src {} flowid {}", o.ns, o.ifname,
                                o.parent.to_string(), o.prio, o.src.to_string(), o.flowid.to_string());
@@ -190,7 +193,11 @@ Plan plan_lab(const core::Topology& topo, const PlanOptions& options) {
   plan.ops.push_back(SetSysctl{router, "net/ipv4/ip_forward", kernel ? "1" : "0"});
   plan.ops.push_back(SetUp{router, "lo"});
   for (std::size_t k = 0; k < topo.dcs.size(); ++k) plan_dc(topo, k, options, plan);
-  if (kernel) plan_wan(topo, options, plan);
+  if (kernel) {
+    std::vector<std::string> ports;
+    for (const auto& dc : topo.dcs) ports.push_back(if_router_to(dc.name));
+    plan_wan(topo, options, router, ports, plan);
+  }
   return plan;
 }
 

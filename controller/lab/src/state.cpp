@@ -25,7 +25,7 @@ fs::path log_path(const std::string& lab) { return lab_dir(lab) / "controller.lo
 nlohmann::json to_json(const LabState& s) {
   return {{"lab", s.lab},         {"topology_file", s.topology_file}, {"topology", s.topology},
           {"backend", s.backend}, {"netem", s.netem},                 {"namespaces", s.namespaces},
-          {"controller_pid", s.controller_pid}, {"started_at", s.started_at}};
+          {"controller_pid", s.controller_pid}, {"started_at", s.started_at}, {"router_ports", s.router_ports}};
 }
 
 LabState state_from_json(const nlohmann::json& j) {
@@ -36,6 +36,7 @@ LabState state_from_json(const nlohmann::json& j) {
   s.backend = j.value("backend", "kernel");
   s.netem = j.value("netem", false);
   s.namespaces = j.at("namespaces").get<std::vector<std::string>>();
+  s.router_ports = j.value("router_ports", std::vector<std::string>{});
   s.controller_pid = j.value("controller_pid", 0);
   s.started_at = j.value("started_at", "");
   return s;

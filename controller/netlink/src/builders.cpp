@@ -2,9 +2,11 @@
 // can read them back; Socket sends them.
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
+#include <linux/ip.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 #include <netlink/route/cls/u32.h>
+#include <netlink/route/link/inet.h>
 #include <netlink/route/qdisc/fifo.h>
 #include <netlink/route/qdisc/htb.h>
 
@@ -306,6 +308,24 @@ Message build_class_dump(int ifindex) {
   const std::string op = "build class dump";
   const std::string object = fmt::format("ifindex {}", ifindex);
   return tc_request(RTM_GETTCLASS, NLM_F_REQUEST | NLM_F_DUMP, ifindex, 0, 0, 0, op, object);
+}
+
+Message build_delete_root_qdisc(int ifindex) {
+  const std::string op = "build qdisc delete";
+  const std::string object = fmt::format("root on ifindex {}", ifindex);
+  return tc_request(RTM_DELQDISC, NLM_F_REQUEST, ifindex, TC_H_ROOT, 0, 0, op, object);
+}
+
+Message build_ipv4_forwarding(const std::string& ifname, bool on) {
+  const std::string op = "build ipv4 forwarding change";
+  const std::string object = ifname;
+  libnl::LinkPtr changes(check_alloc(rtnl_link_alloc(), op, object));
+  rtnl_link_set_name(changes.get(), ifname.c_str());
+  check(rtnl_link_inet_set_conf(changes.get(), IPV4_DEVCONF_FORWARDING, on ? 1 : 0), op, object);
+  const libnl::LinkPtr orig(check_alloc(rtnl_link_alloc(), op, object));
+  nl_msg* raw = nullptr;
+  check(rtnl_link_build_change_request(orig.get(), changes.get(), 0, &raw), op, object);
+  return Message(raw);
 }
 
 }  // namespace wanlab::netlink

@@ -175,11 +175,19 @@ ino_t Netns::inode() const {
 }
 
 ScopedNetns::ScopedNetns(const Netns& target) : previous_(open_thread_netns("enter netns", target.name())) {
+  // Already there (a router-only lab works in its own namespace): nothing to enter, and no
+  // setns, which would need CAP_SYS_ADMIN even for the same namespace (containers lack it).
+  struct stat here {}, there {};
+  if (::fstat(previous_.get(), &here) == 0 && ::fstat(target.fd(), &there) == 0 && here.st_ino == there.st_ino &&
+      here.st_dev == there.st_dev) {
+    previous_ = Fd();
+    return;
+  }
   if (::setns(target.fd(), CLONE_NEWNET) != 0) throw Error("enter netns", target.name(), errno);
 }
 
 ScopedNetns::~ScopedNetns() {
-  restore_or_abort(previous_, "a scoped stay");
+  if (previous_) restore_or_abort(previous_, "a scoped stay");
 }
 
 void write_sysctl(const Netns& ns, const std::string& key, const std::string& value) {

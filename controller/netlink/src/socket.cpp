@@ -4,6 +4,8 @@
 #include <arpa/inet.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
+#include <linux/ip.h>
+#include <netlink/route/link/inet.h>
 #include <netlink/route/link/veth.h>
 #include <sys/socket.h>
 
@@ -13,6 +15,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <map>
 #include <new>
 
 #include "wanlab/netlink/internal.hpp"
@@ -292,6 +295,20 @@ void Socket::add_bridge(const std::string& name, int mtu) {
   send(Message(raw), op, object);
 }
 
+bool Socket::delete_link(const std::string& ifname) {
+  const std::string op = "delete link";
+  const std::string object = in_ns(ifname, ns_name_);
+  const libnl::LinkPtr link = link_change(ifname, op, object);
+  nl_msg* raw = nullptr;
+  check(rtnl_link_build_delete_request(link.get(), &raw), op, object);
+  const Message msg(raw);
+  std::string detail;
+  const int err = exchange(sock_, msg.get(), nullptr, detail);
+  if (err == ENODEV) return false;
+  if (err != 0) throw Error(op, object, err, detail);
+  return true;
+}
+
 void Socket::set_master(const std::string& ifname, const std::string& master) {
   const std::string op = "set master";
   const std::string object = in_ns(fmt::format("{} to {}", ifname, master), ns_name_);
@@ -314,6 +331,17 @@ void Socket::set_alias(const std::string& ifname, const std::string& alias) {
   const std::string object = in_ns(ifname, ns_name_);
   const libnl::LinkPtr changes = link_change(ifname, op, object);
   rtnl_link_set_ifalias(changes.get(), alias.c_str());
+  send(change_message(changes.get(), op, object), op, object);
+}
+
+void Socket::set_mac(const std::string& ifname, const std::array<std::uint8_t, 6>& mac) {
+  const std::string op = "set hardware address";
+  const std::string object = in_ns(fmt::format("{} to {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", ifname, mac[0],
+                                               mac[1], mac[2], mac[3], mac[4], mac[5]),
+                                   ns_name_);
+  const libnl::LinkPtr changes = link_change(ifname, op, object);
+  const libnl::AddrPtr lladdr(check_alloc(nl_addr_build(AF_LLC, mac.data(), mac.size()), op, object));
+  rtnl_link_set_addr(changes.get(), lladdr.get());  // takes its own reference
   send(change_message(changes.get(), op, object), op, object);
 }
 
@@ -375,6 +403,26 @@ bool Socket::add_route(std::uint32_t dst, int prefix_len, std::uint32_t gateway,
   return true;
 }
 
+bool Socket::delete_route(std::uint32_t dst, int prefix_len) {
+  const std::string op = "delete route";
+  const std::string object = in_ns(fmt::format("{}/{}", ipv4_text(dst), prefix_len), ns_name_);
+  if (prefix_len < 0 || prefix_len > 32) throw Error(op, object, EINVAL, "IPv4 prefix length outside 0..32");
+  libnl::RoutePtr r(check_alloc(rtnl_route_alloc(), op, object));
+  rtnl_route_set_family(r.get(), AF_INET);
+  rtnl_route_set_table(r.get(), RT_TABLE_MAIN);
+  rtnl_route_set_scope(r.get(), RT_SCOPE_NOWHERE);  // any scope
+  const libnl::AddrPtr destination = ipv4_addr(dst, prefix_len);
+  check(rtnl_route_set_dst(r.get(), destination.get()), op, object);
+  nl_msg* raw = nullptr;
+  check(rtnl_route_build_del_request(r.get(), 0, &raw), op, object);
+  const Message msg(raw);
+  std::string detail;
+  const int err = exchange(sock_, msg.get(), nullptr, detail);
+  if (err == ESRCH || err == ENOENT) return false;
+  if (err != 0) throw Error(op, object, err, detail);
+  return true;
+}
+
 std::vector<std::string> Socket::link_names() {
   const std::string op = "list links";
   const std::string object = ns_name_.empty() ? "" : "in " + ns_name_;
@@ -394,6 +442,70 @@ std::vector<std::string> Socket::link_names() {
   const int err = exchange(sock_, msg.get(), &on_reply, detail);
   if (err != 0) throw Error(op, object, err, detail);
   return names;
+}
+
+std::vector<InterfaceAddress> Socket::ipv4_addresses() {
+  const std::string op = "list addresses";
+  const std::string object = ns_name_.empty() ? "" : "in " + ns_name_;
+  // Names by index first (an address dump carries only the index).
+  std::map<int, std::string> names;
+  {
+    libnl::MsgPtr msg(check_alloc(nlmsg_alloc_simple(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP), op, object));
+    ifinfomsg ifi{};
+    ifi.ifi_family = AF_UNSPEC;
+    check(nlmsg_append(msg.get(), &ifi, sizeof(ifi), NLMSG_ALIGNTO), op, object);
+    const ReplyHandler on_reply = [&](nl_msg* reply) {
+      nlmsghdr* hdr = nlmsg_hdr(reply);
+      if (hdr->nlmsg_type != RTM_NEWLINK) return;
+      nlattr* tb[IFLA_MAX + 1] = {};
+      if (nlmsg_parse(hdr, sizeof(ifinfomsg), tb, IFLA_MAX, nullptr) < 0 || tb[IFLA_IFNAME] == nullptr) return;
+      names[static_cast<const ifinfomsg*>(nlmsg_data(hdr))->ifi_index] = nla_get_string(tb[IFLA_IFNAME]);
+    };
+    std::string detail;
+    if (const int err = exchange(sock_, msg.get(), &on_reply, detail); err != 0) throw Error(op, object, err, detail);
+  }
+  libnl::MsgPtr msg(check_alloc(nlmsg_alloc_simple(RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP), op, object));
+  ifaddrmsg ifa{};
+  ifa.ifa_family = AF_INET;
+  check(nlmsg_append(msg.get(), &ifa, sizeof(ifa), NLMSG_ALIGNTO), op, object);
+  std::vector<InterfaceAddress> out;
+  const ReplyHandler on_reply = [&](nl_msg* reply) {
+    nlmsghdr* hdr = nlmsg_hdr(reply);
+    if (hdr->nlmsg_type != RTM_NEWADDR) return;
+    const auto* am = static_cast<const ifaddrmsg*>(nlmsg_data(hdr));
+    if (am->ifa_family != AF_INET) return;
+    nlattr* tb[IFA_MAX + 1] = {};
+    if (nlmsg_parse(hdr, sizeof(ifaddrmsg), tb, IFA_MAX, nullptr) < 0) return;
+    const nlattr* a = tb[IFA_LOCAL] != nullptr ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
+    if (a == nullptr || nla_len(a) != 4) return;
+    std::uint32_t be = 0;
+    std::memcpy(&be, nla_data(a), 4);
+    const auto it = names.find(static_cast<int>(am->ifa_index));
+    out.push_back({it != names.end() ? it->second : fmt::format("ifindex {}", am->ifa_index), ntohl(be),
+                   am->ifa_prefixlen});
+  };
+  std::string detail;
+  if (const int err = exchange(sock_, msg.get(), &on_reply, detail); err != 0) throw Error(op, object, err, detail);
+  return out;
+}
+
+void Socket::set_ipv4_forwarding(const std::string& ifname, bool on) {
+  const std::string op = on ? "turn on ipv4 forwarding" : "turn off ipv4 forwarding";
+  const std::string object = in_ns(ifname, ns_name_);
+  check_ifname(ifname, op, object);
+  send(build_ipv4_forwarding(ifname, on), op, object);
+}
+
+bool Socket::ipv4_forwarding(const std::string& ifname) {
+  const std::string op = "read ipv4 forwarding";
+  const std::string object = in_ns(ifname, ns_name_);
+  check_ifname(ifname, op, object);
+  rtnl_link* raw = nullptr;
+  check(rtnl_link_get_kernel(sock_, 0, ifname.c_str(), &raw), op, object);
+  const libnl::LinkPtr link(raw);
+  std::uint32_t value = 0;
+  check(rtnl_link_inet_get_conf(link.get(), IPV4_DEVCONF_FORWARDING, &value), op, object);
+  return value != 0;
 }
 
 // ---- traffic control ---------------------------------------------------------------
@@ -483,6 +595,17 @@ bool Socket::delete_class(const std::string& ifname, Handle classid) {
   std::string detail;
   const int err = exchange(sock_, msg.get(), nullptr, detail);
   if (err == ENOENT) return false;
+  if (err != 0) throw Error(op, object, err, detail);
+  return true;
+}
+
+bool Socket::delete_root_qdisc(const std::string& ifname) {
+  const std::string op = "delete root qdisc";
+  const std::string object = in_ns(ifname, ns_name_);
+  const Message msg = build_delete_root_qdisc(require_ifindex(*this, ifname, op, object));
+  std::string detail;
+  const int err = exchange(sock_, msg.get(), nullptr, detail);
+  if (err == ENOENT || err == EINVAL) return false;  // only the default qdisc: nothing of ours
   if (err != 0) throw Error(op, object, err, detail);
   return true;
 }

@@ -23,6 +23,8 @@ namespace wanlab::shaping {
 namespace {
 
 constexpr std::uint32_t kNoLink = UINT32_MAX;
+// The host part of an address in a DC's /22.
+constexpr std::uint32_t kHostMask = 0x3ff;
 constexpr std::uint32_t kRxBudget = 256;       // frames per interface per loop turn
 constexpr Nanos kSpin = 40'000;                // spin, rather than sleep, this close to a deadline
 constexpr Nanos kPublishEvery = 10'000'000;    // counters snapshot period
@@ -309,6 +311,14 @@ struct Engine::Impl {
       stats.not_for_wan++;
       return;
     }
+    const auto& hosts = cfg.ports[dst].hosts;
+    if (!hosts.empty()) {
+      const std::size_t host = dst_ip & kHostMask;
+      if (host >= hosts.size() || !hosts[host]) {
+        stats.not_for_wan++;
+        return;
+      }
+    }
     const std::uint32_t id = link_of[port * n + dst];
     if (id == kNoLink) {
       stats.unroutable++;
@@ -382,7 +392,12 @@ struct Engine::Impl {
     std::uint8_t* f = pool->data(slot);
     const std::uint32_t len = pool->len(slot);
     const auto& port = cfg.ports[dst];
-    std::memcpy(f, port.gateway_mac.data(), 6);
+    if (port.hosts.empty()) {
+      std::memcpy(f, port.gateway_mac.data(), 6);
+    } else {  // on_frame let only frames toward a known host in
+      const std::uint32_t host = static_cast<std::uint32_t>(f[32] & 0x03) << 8 | f[33];
+      std::memcpy(f, port.hosts[host]->data(), 6);
+    }
     std::memcpy(f + 6, port.router_mac.data(), 6);
     // Forward as a router does: one hop less to live.
     std::uint8_t* ip = f + 14;

@@ -76,10 +76,15 @@ constexpr std::uint8_t kUdp = 17;
 
 }  // namespace
 
-KernelShaper::KernelShaper(netlink::Socket router, bool netem) : router_(std::move(router)), netem_(netem) {}
+KernelShaper::KernelShaper(netlink::Socket router, bool netem, std::vector<std::string> ports)
+    : router_(std::move(router)), netem_(netem), ports_(std::move(ports)) {}
+
+std::string KernelShaper::port(const core::Topology& topo, std::size_t dc) const {
+  return ports_.empty() ? lab::if_router_to(topo.dcs.at(dc).name) : ports_.at(dc);
+}
 
 void KernelShaper::apply(const core::Topology& topo, const core::WanLink& link) {
-  const auto ifname = lab::if_router_to(topo.dcs[link.dst].name);
+  const auto ifname = port(topo, link.dst);
   const auto tc = lab::wan_link_tc(topo, link);
   router_.change_htb_class(ifname, lab::kWanRootQdisc, tc.classid, tc.htb);
   if (!netem_) {
@@ -104,7 +109,7 @@ void KernelShaper::apply(const core::Topology& topo, const core::WanLink& link) 
 }
 
 LinkCounters KernelShaper::counters(const core::Topology& topo, const core::WanLink& link) {
-  const auto ifname = lab::if_router_to(topo.dcs[link.dst].name);
+  const auto ifname = port(topo, link.dst);
   const auto tc = lab::wan_link_tc(topo, link);
   LinkCounters c;
   if (const auto it = gated_.find({link.src, link.dst}); it != gated_.end()) {
@@ -139,7 +144,7 @@ LinkCounters KernelShaper::counters(const core::Topology& topo, const core::WanL
 
 KernelShaper::Gated& KernelShaper::split(const core::Topology& topo, const core::WanLink& link) {
   if (const auto it = gated_.find({link.src, link.dst}); it != gated_.end()) return it->second;
-  const auto ifname = lab::if_router_to(topo.dcs[link.dst].name);
+  const auto ifname = port(topo, link.dst);
   const auto tc = lab::wan_link_tc(topo, link);
   auto& h = handles_[ifname];
   Gated g;
@@ -178,7 +183,7 @@ KernelShaper::Gated& KernelShaper::split(const core::Topology& topo, const core:
 }
 
 void KernelShaper::remove_flows(const core::Topology& topo, const core::WanLink& link, Gated& g) {
-  const auto ifname = lab::if_router_to(topo.dcs[link.dst].name);
+  const auto ifname = port(topo, link.dst);
   const auto tc = lab::wan_link_tc(topo, link);
   // No new packet reaches the flows' classes once their filters are gone (they take the
   // default child)...
@@ -238,7 +243,7 @@ void KernelShaper::set_flows(const core::Topology& topo, const core::WanLink& li
   const auto key = LinkKey{link.src, link.dst};
   if (flows.empty() && !gated_.contains(key)) return;  // nothing declared, nothing to end
 
-  const auto ifname = lab::if_router_to(topo.dcs[link.dst].name);
+  const auto ifname = port(topo, link.dst);
   const auto tc = lab::wan_link_tc(topo, link);
   Gated& g = split(topo, link);
   remove_flows(topo, link, g);
@@ -300,7 +305,7 @@ void KernelShaper::set_gate(const core::Topology& topo, const core::WanLink& lin
   if (!netem_) LinkShaper::set_gate(topo, link, flow, open);  // refuses
   Flow& f = find_flow(link, flow);
   if (f.open == open) return;
-  const auto ifname = lab::if_router_to(topo.dcs[link.dst].name);
+  const auto ifname = port(topo, link.dst);
   const auto tc = lab::wan_link_tc(topo, link);
   const auto gate = lab::wan_gate_tc(topo, link, gated_.at({link.src, link.dst}).flows.size() + 1);
   router_.change_htb_class(ifname, tc.classid, f.cls, open ? gate.open : gate.closed);
@@ -313,7 +318,7 @@ std::vector<FlowCounters> KernelShaper::flow_counters(const core::Topology& topo
   std::vector<FlowCounters> out;
   const auto it = gated_.find({link.src, link.dst});
   if (it == gated_.end() || it->second.flows.empty()) return out;
-  const auto ifname = lab::if_router_to(topo.dcs[link.dst].name);
+  const auto ifname = port(topo, link.dst);
   std::map<std::uint32_t, netlink::TcStats> stats;
   for (const auto& [h, s] : router_.all_class_stats(ifname)) stats[h.raw()] = s;
   for (const auto& f : it->second.flows) {

@@ -1,5 +1,6 @@
 #include "wanlab/shaping/userspace_shaper.hpp"
 
+#include "wanlab/core/address_plan.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/lab/wan_tc.hpp"
 
@@ -23,11 +24,21 @@ std::size_t gate_hold_packets(const core::Topology& topo, const core::WanLink& l
   return static_cast<std::size_t>((q.value + frame - 1) / frame);
 }
 
-UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
-                                 const std::vector<const netlink::Netns*>& gateways, std::uint64_t seed) {
+namespace {
+
+EngineConfig engine_config(const core::Topology& topo, std::uint64_t seed) {
   EngineConfig cfg;
   cfg.seed = seed;
   cfg.ring.frame_size = topo.lan.mtu + 14 + 128 <= 2048 ? 2048 : 16384;
+  for (const auto& l : topo.links) cfg.links.push_back({l.src, l.dst, model_params(topo, l)});
+  return cfg;
+}
+
+}  // namespace
+
+UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
+                                 const std::vector<const netlink::Netns*>& gateways, std::uint64_t seed) {
+  EngineConfig cfg = engine_config(topo, seed);
   for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
     const auto& dc = topo.dcs[k];
     EnginePort port;
@@ -36,7 +47,25 @@ UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netn
     port.gateway_mac = interface_mac(*gateways.at(k), lab::if_gateway_wan(dc.name));
     cfg.ports.push_back(port);
   }
-  for (const auto& l : topo.links) cfg.links.push_back({l.src, l.dst, model_params(topo, l)});
+  engine_ = std::make_unique<Engine>(router, std::move(cfg));
+  engine_->start();
+}
+
+UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
+                                 const std::vector<std::string>& ports, std::uint64_t seed) {
+  EngineConfig cfg = engine_config(topo, seed);
+  for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
+    EnginePort port;
+    port.ifname = ports.at(k);
+    port.router_mac = interface_mac(router, port.ifname);
+    const int ik = static_cast<int>(k);
+    for (int i = 0; i < topo.dcs[k].nodes; ++i) {
+      const std::size_t host = core::node_address(ik, i).value - core::dc_subnet(ik).address.value;
+      if (port.hosts.size() <= host) port.hosts.resize(host + 1);
+      port.hosts[host] = core::node_mac(ik, i);
+    }
+    cfg.ports.push_back(std::move(port));
+  }
   engine_ = std::make_unique<Engine>(router, std::move(cfg));
   engine_->start();
 }

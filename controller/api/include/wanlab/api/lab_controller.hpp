@@ -48,6 +48,9 @@ struct UpOptions {
   std::optional<std::string> agents_tcp{};  // also accept agents on HOST:PORT (containers)
   std::string token{};                      // bearer token agents present over TCP
   bool spawn_agents = true;               // start agents in the nodes' namespaces for runs
+  // Router-only lab (lab/router_only.hpp, containers): no namespaces are made; this process's
+  // own namespace is the WAN router, on the interfaces that hold the DC gateways' addresses.
+  bool router_only = false;
 };
 
 /// auto picks kernel where netem exists, userspace elsewhere.
@@ -122,6 +125,9 @@ class LabController final : public Controller {
   // Rewrites the state file from the topology now. The write (an fsync) happens outside
   // mutex_, so replay steps do not wait for the disk; state_file_mutex_ orders the writers.
   void persist_state();
+  // Router-only labs: removes the WAN's traffic control from the ports and gives them back
+  // their forwarding settings (caller holds mutex_ or is the constructor).
+  void release_router_ports();
   std::atomic<bool> state_dirty_{false};
   nlohmann::json replay_json(const LinkKey& k, const ActiveReplay& r) const;
 
@@ -133,6 +139,7 @@ class LabController final : public Controller {
   std::chrono::nanoseconds bring_up_time_{};
   std::size_t op_count_ = 0;
   bool torn_down_ = false;
+  std::vector<bool> forwarding_before_;  // router-only: each port's IPv4 forwarding before the lab
   mutable std::mutex mutex_;  // topo_, state_, shaper_, torn_down_
   mutable std::mutex replays_mutex_;
   std::mutex state_file_mutex_;  // taken before mutex_, never inside it

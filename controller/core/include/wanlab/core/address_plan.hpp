@@ -3,6 +3,7 @@
 //   DC k (0-based, k < 64): LAN 198.18.4k.0/22; gateway .1; node i at base + 2 + i.
 //   Router <-> gateway of DC k: 198.19.0.4k/30; router .4k+1, gateway .4k+2.
 // Every lab lives in its own namespaces, so two labs reuse the same addresses safely.
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -31,5 +32,11 @@ Ipv4 node_address(int dc, int node);
 Ipv4Prefix transit_router_side(int dc);   // router's address with the /30 length
 Ipv4Prefix transit_gateway_side(int dc);  // gateway's address with the /30 length
 Ipv4Prefix lab_supernet();                // 198.18.0.0/15
+
+/// The hardware address of node `node` of DC `dc` in router-only labs (containers), where
+/// the router sends frames straight to the nodes: 02:57:4c (locally administered) and the
+/// node address's last three bytes, e.g. 02:57:4c:12:04:02 for 198.18.4.2.
+std::array<std::uint8_t, 6> node_mac(int dc, int node);
+std::string mac_text(const std::array<std::uint8_t, 6>& mac);  // "02:57:4c:12:04:02"
 
 }  // namespace wanlab::core

@@ -1,6 +1,8 @@
 #pragma once
 // Plan, then apply: a pure function turns a topology into the ordered list of kernel
 // operations that builds its lab (testable as data, golden files in tests/unit/golden).
+#include <array>
+#include <cstdint>
 #include <string>
 #include <variant>
 #include <vector>
@@ -10,6 +12,11 @@
 #include "wanlab/netlink/netlink.hpp"
 
 namespace wanlab::lab {
+
+/// The namespace of an operation that acts where the process itself runs (router-only labs
+/// in containers, router_only.hpp). Lab namespaces always contain a '.', so no lab's
+/// namespace is called this.
+inline constexpr const char* kOwnNetns = "self";
 
 struct CreateNetns { std::string ns; };
 struct SetSysctl { std::string ns, key, value; };
@@ -26,9 +33,13 @@ struct AddNetem { std::string ns, ifname; netlink::Handle parent, handle; netlin
 struct AddPfifo { std::string ns, ifname; netlink::Handle parent, handle; std::uint32_t limit; };
 struct AddSrcFilter { std::string ns, ifname; netlink::Handle parent; std::uint16_t prio; core::Ipv4Prefix src; netlink::Handle flowid; };
 struct DisableOffloads { std::string ns, ifname; };
+struct SetForwarding { std::string ns, ifname; bool on; };  // IPv4, per interface (netlink, not /proc/sys)
+struct SetMac { std::string ns, ifname; std::array<std::uint8_t, 6> mac; };
+struct DelRoute { std::string ns; core::Ipv4Prefix dst; };  // absent already: nothing to do
 
 using Op = std::variant<CreateNetns, SetSysctl, CreateVeth, CreateBridge, SetMaster, SetUp, SetAlias, AddAddress,
-                        AddRoute, AddHtbQdisc, AddHtbClass, AddNetem, AddPfifo, AddSrcFilter, DisableOffloads>;
+                        AddRoute, AddHtbQdisc, AddHtbClass, AddNetem, AddPfifo, AddSrcFilter, DisableOffloads,
+                        SetForwarding, SetMac, DelRoute>;
 
 /// One line per operation, e.g. "veth demo.gw-use:use-0-p <-> demo.use-0:use-0 mtu 1500".
 std::string to_string(const Op& op);
@@ -48,5 +59,11 @@ struct Plan {
 };
 
 Plan plan_lab(const core::Topology& topo, const PlanOptions& options);
+
+/// The WAN links' traffic control (kernel backend): on the router's egress toward each
+/// destination DC (`ports[dst]`, in namespace `router`), one HTB class per source DC,
+/// classified by source subnet, with its leaf.
+void plan_wan(const core::Topology& topo, const PlanOptions& options, const std::string& router,
+              const std::vector<std::string>& ports, Plan& plan);
 
 }  // namespace wanlab::lab

@@ -27,6 +27,9 @@ struct LabState {
   std::string backend;      // "kernel"
   bool netem = false;       // delay/jitter/loss applied by the kernel
   std::vector<std::string> namespaces;
+  // Router-only labs (router_only.hpp): the interfaces of the controller's own namespace
+  // toward each DC (by DC index); empty for namespace labs.
+  std::vector<std::string> router_ports;
   int controller_pid = 0;
   std::string started_at;  // ISO 8601 UTC
 };

@@ -5,6 +5,7 @@
 // (already exists, not found on delete) are return values.
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -187,6 +188,18 @@ Message build_delete_filter(int ifindex, Handle parent, std::uint16_t prio, std:
 Message build_delete_class(int ifindex, Handle classid);
 /// Asks for every class on an interface (a dump: one reply per class, then done).
 Message build_class_dump(int ifindex);
+/// Deletes the root qdisc of an interface (and everything under it).
+Message build_delete_root_qdisc(int ifindex);
+/// Sets IPv4 forwarding on one interface (its devconf "forwarding", through RTM_SETLINK:
+/// no /proc/sys write, so it works where /proc/sys is read-only, as in containers).
+Message build_ipv4_forwarding(const std::string& ifname, bool on);
+
+/// An IPv4 address of an interface.
+struct InterfaceAddress {
+  std::string ifname;
+  std::uint32_t address = 0;  // host order
+  int prefix_len = 0;
+};
 
 /// A NETLINK_ROUTE socket bound to the namespace it was opened in (the calling thread's,
 /// or the given one). All operations act inside that namespace. Not thread-safe; one per
@@ -208,15 +221,26 @@ class Socket {
   /// Creates a veth pair: `name` here, `peer` moved into `peer_ns` at creation.
   void add_veth(const std::string& name, const std::string& peer, const Netns& peer_ns, int mtu);
   void add_bridge(const std::string& name, int mtu);
+  /// Deletes an interface (a veth takes its peer along). False if there was none.
+  bool delete_link(const std::string& ifname);
   void set_master(const std::string& ifname, const std::string& master);
   void set_up(const std::string& ifname);
   void set_alias(const std::string& ifname, const std::string& alias);
+  /// Sets the interface's hardware address (live, where the device allows it, as veths do).
+  void set_mac(const std::string& ifname, const std::array<std::uint8_t, 6>& mac);
   /// Returns false if the address already exists.
   bool add_address(const std::string& ifname, std::uint32_t addr, int prefix_len);
   /// Adds a route to dst/len via gateway (0: directly on ifname). False if it exists.
   bool add_route(std::uint32_t dst, int prefix_len, std::uint32_t gateway, const std::string& ifname);
+  /// Deletes the main table's route to dst/len (whatever its next hop). False if there is none.
+  bool delete_route(std::uint32_t dst, int prefix_len);
   /// Names of all interfaces in this namespace.
   std::vector<std::string> link_names();
+  /// Every IPv4 address in this namespace, with its interface.
+  std::vector<InterfaceAddress> ipv4_addresses();
+  /// IPv4 forwarding of one interface (the kernel forwards what arrives on it only if on).
+  void set_ipv4_forwarding(const std::string& ifname, bool on);
+  bool ipv4_forwarding(const std::string& ifname);
 
   // Traffic control.
   void add_htb_qdisc(const std::string& ifname, Handle handle, std::uint32_t default_minor);
@@ -234,6 +258,8 @@ class Socket {
                      std::uint32_t handle);
   /// Returns false if there was no such class.
   bool delete_class(const std::string& ifname, Handle classid);
+  /// Returns false if the interface had no root qdisc of its own.
+  bool delete_root_qdisc(const std::string& ifname);
   /// Counters of a qdisc / class by handle; nullopt if absent.
   std::optional<TcStats> qdisc_stats(const std::string& ifname, Handle handle);
   std::optional<TcStats> class_stats(const std::string& ifname, Handle classid);

@@ -44,6 +44,11 @@ struct EnginePort {
   std::string ifname;  // in the router namespace, e.g. "to-use"
   Mac router_mac{};    // that interface's address: source of frames sent toward the DC
   Mac gateway_mac{};   // the DC gateway's address on the same veth: their destination
+  // A router that sits on the DC's LAN itself (router-only labs) sends each frame to its
+  // destination host: hosts[i] is the address of the DC subnet's host i (the address less
+  // the subnet's), if it is one to forward to. Frames toward any other address of the
+  // subnet are left to the kernel. Empty: every frame goes to gateway_mac.
+  std::vector<std::optional<Mac>> hosts;
 };
 
 struct EngineLink {

@@ -46,8 +46,9 @@ namespace wanlab::shaping {
 ///     and dropped counts netem's emulated loss as well as overflow.
 class KernelShaper final : public LinkShaper {
  public:
-  /// `router` is a socket opened in the lab's router namespace.
-  KernelShaper(netlink::Socket router, bool netem);
+  /// `router` is a socket opened in the lab's router namespace; `ports[k]` is its interface
+  /// toward DC k (default: the namespace lab's names, lab::if_router_to).
+  KernelShaper(netlink::Socket router, bool netem, std::vector<std::string> ports = {});
   std::string backend() const override { return "kernel"; }
   bool applies_delay() const override { return netem_; }
   void apply(const core::Topology& topo, const core::WanLink& link) override;
@@ -84,8 +85,11 @@ class KernelShaper final : public LinkShaper {
   void remove_flows(const core::Topology& topo, const core::WanLink& link, Gated& g);
   Flow& find_flow(const core::WanLink& link, int flow);
 
+  std::string port(const core::Topology& topo, std::size_t dc) const;
+
   netlink::Socket router_;
   bool netem_;
+  std::vector<std::string> ports_;
   std::map<LinkKey, Gated> gated_;
   std::map<std::string, Handles> handles_;  // by interface
 };

@@ -25,6 +25,12 @@ class UserspaceShaper final : public LinkShaper {
   /// forward in the kernel (the lab plan for this backend turns forwarding off there).
   UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
                   const std::vector<const netlink::Netns*>& gateways, std::uint64_t seed);
+  /// A router-only lab (lab/router_only.hpp): the engine runs in `router` on `ports[k]`
+  /// (toward DC k; IPv4 forwarding off there) and sends each frame straight to its
+  /// destination node, at the node's hardware address from the address plan
+  /// (core::node_mac; the nodes of router-only labs set it).
+  UserspaceShaper(const core::Topology& topo, const netlink::Netns& router, const std::vector<std::string>& ports,
+                  std::uint64_t seed);
   ~UserspaceShaper() override;
   std::string backend() const override { return "userspace"; }
   bool applies_delay() const override { return true; }

@@ -1,0 +1,104 @@
+#include "wanlab/lab/router_only.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "wanlab/core/address_plan.hpp"
+
+namespace wanlab::lab {
+namespace {
+
+std::string held(const std::vector<netlink::InterfaceAddress>& addresses) {
+  std::vector<std::string> items;
+  for (const auto& a : addresses)
+    items.push_back(fmt::format("{} {}", a.ifname, core::Ipv4Prefix{core::Ipv4{a.address}, a.prefix_len}.to_string()));
+  return items.empty() ? "no IPv4 address at all" : fmt::format("{}", fmt::join(items, ", "));
+}
+
+}  // namespace
+
+std::vector<std::string> find_router_ports(const core::Topology& topo,
+                                           const std::vector<netlink::InterfaceAddress>& addresses) {
+  std::vector<std::string> ports;
+  std::vector<std::string> missing;
+  for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
+    const int ik = static_cast<int>(k);
+    const auto want = core::dc_gateway(ik);
+    std::string found;
+    for (const auto& a : addresses)
+      if (a.address == want.value && a.prefix_len == core::dc_subnet(ik).length) found = a.ifname;
+    if (found.empty())
+      missing.push_back(fmt::format("DC {} ({}/22 on its network {})", topo.dcs[k].name, want.to_string(),
+                                    core::dc_subnet(ik).to_string()));
+    ports.push_back(found);
+  }
+  if (!missing.empty())
+    throw std::runtime_error(fmt::format(
+        "lab {}: no interface here holds the router address of {}; the interfaces hold {}", topo.name,
+        fmt::join(missing, ", "), held(addresses)));
+  for (std::size_t a = 0; a < ports.size(); ++a)
+    for (std::size_t b = a + 1; b < ports.size(); ++b)
+      if (ports[a] == ports[b])
+        throw std::runtime_error(fmt::format("lab {}: DCs {} and {} are on the same interface {}; each DC needs a "
+                                             "network of its own",
+                                             topo.name, topo.dcs[a].name, topo.dcs[b].name, ports[a]));
+  return ports;
+}
+
+Plan plan_router(const core::Topology& topo, const std::vector<std::string>& ports, const PlanOptions& options) {
+  if (ports.size() != topo.dcs.size())
+    throw std::invalid_argument(fmt::format("{} router ports for {} DCs", ports.size(), topo.dcs.size()));
+  Plan plan;
+  const bool kernel = options.backend == Backend::kernel;
+  for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
+    plan.ops.push_back(SetForwarding{kOwnNetns, ports[k], kernel});
+    plan.ops.push_back(DisableOffloads{kOwnNetns, ports[k]});
+    plan.ops.push_back(
+        SetAlias{kOwnNetns, ports[k], fmt::format("wanlab {} router->{}", topo.name, topo.dcs[k].name)});
+  }
+  if (kernel) plan_wan(topo, options, kOwnNetns, ports, plan);
+  return plan;
+}
+
+std::pair<std::size_t, int> find_node(const core::Topology& topo, const std::string& node) {
+  std::vector<std::string> names;
+  for (std::size_t k = 0; k < topo.dcs.size(); ++k)
+    for (int i = 0; i < topo.dcs[k].nodes; ++i) {
+      const auto name = core::node_name(topo.dcs[k], i);
+      if (name == node) return {k, i};
+      names.push_back(name);
+    }
+  throw std::invalid_argument(
+      fmt::format("lab {} has no node '{}'; its nodes: {}", topo.name, node, fmt::join(names, ", ")));
+}
+
+std::string find_node_interface(const core::Topology& topo, const std::string& node,
+                                const std::vector<netlink::InterfaceAddress>& addresses) {
+  const auto [k, i] = find_node(topo, node);
+  const int ik = static_cast<int>(k);
+  const auto want = core::node_address(ik, i);
+  for (const auto& a : addresses)
+    if (a.address == want.value && a.prefix_len == core::dc_subnet(ik).length) return a.ifname;
+  throw std::runtime_error(fmt::format("lab {}: no interface here holds node {}'s address {}/22 (DC {}'s network {}); "
+                                       "the interfaces hold {}",
+                                       topo.name, node, want.to_string(), topo.dcs[k].name,
+                                       core::dc_subnet(ik).to_string(), held(addresses)));
+}
+
+Plan plan_node(const core::Topology& topo, const std::string& node, const std::string& ifname) {
+  const auto [k, i] = find_node(topo, node);
+  const int ik = static_cast<int>(k);
+  Plan plan;
+  plan.ops.push_back(SetMac{kOwnNetns, ifname, core::node_mac(ik, i)});
+  plan.ops.push_back(DisableOffloads{kOwnNetns, ifname});
+  for (const auto& l : topo.links) {
+    if (l.src != k) continue;
+    plan.ops.push_back(AddRoute{kOwnNetns, core::dc_subnet(static_cast<int>(l.dst)), core::dc_gateway(ik), ifname});
+  }
+  // Nothing leaves the lab: a default route the container runtime set goes.
+  plan.ops.push_back(DelRoute{kOwnNetns, {core::Ipv4{0}, 0}});
+  return plan;
+}
+
+}  // namespace wanlab::lab

@@ -1,0 +1,304 @@
+#!/usr/bin/env bash
+# The docker tier: the default three-DC lab as containers (docker-compose.yml), end to end.
+#
+#   tests/docker/run.sh [--build-dir DIR] [--keep]
+#
+# --build-dir  the CMake build folder holding controller/wanlab (default: build/), which
+#              writes the compose file (`wanlab compose`)
+# --keep       leave the lab up at the end (take it down with the printed command)
+#
+# Steps (each timed): install docker.io, docker-compose and debootstrap with apt-get where
+# missing; start dockerd where none runs (without touching the host's firewall or
+# forwarding: --iptables=false --ip-forward=false --bridge=none; stopped again at the end);
+# get the base image debian:bookworm (a pull where a registry answers, else debootstrap of
+# bookworm from this machine's Debian mirror and `docker import`); build the image from the
+# Dockerfile; bring the lab up with `wanlab compose topologies/three-dc.json --scenario
+# bench/scenarios/three-dc-smoke.json --no-bench` (the shipped file's lab, without its
+# benchmark); check inside the containers, with the namespace tiers' tolerances:
+#   - ping RTT between every pair of DCs against the topology's RTT (min no earlier than
+#     configured - 0.05 ms, mean within max(2 ms, 5 %) above, max within twice that);
+#   - iperf3 goodput use -> usw within 5 % of 1448/1514 of the link rate, the rate set to
+#     100 Mbit/s first with `wanlab link set` (the topology's 4.35 Gbit/s is beyond what a
+#     userspace engine carries on a small machine), then restored;
+# runs the smoke scenario (`wanlab run` in the controller container) and checks its summary
+# (iterations measured, WAN bytes within 2 % of the scenario's on every link that has any);
+# `docker-compose down`, and checks that no container or network of the lab is left.
+#
+# Where Docker cannot run (not root, no apt-get to install it, dockerd does not start, no
+# base image can be made) it prints "SKIPPED: <reason>" and exits 77, which ctest reports
+# as skipped. Once the lab is being built, every problem is a failure.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+build_dir=$repo/build
+keep=0
+while (($#)); do
+  case $1 in
+    --build-dir) build_dir=$2; shift 2 ;;
+    --build-dir=*) build_dir=${1#*=}; shift ;;
+    --keep) keep=1; shift ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "docker: unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+lab=three-dc
+topology=topologies/three-dc.json
+scenario=bench/scenarios/three-dc-smoke.json
+image=wanlab:latest
+
+t_start=$(date +%s.%N)
+t_step=$t_start
+elapsed() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+step_done() {
+  local now
+  now=$(date +%s.%N)
+  awk -v a="$t_step" -v b="$now" -v what="$1" 'BEGIN { printf "docker: %s in %.1f s\n", what, b - a }'
+  t_step=$now
+}
+skip() { echo "SKIPPED: $*"; exit 77; }
+fail() { echo "docker: FAILED: $*" >&2; exit 1; }
+measured() { echo "MEASURED: $*"; }
+
+build_dir=$(cd "$build_dir" 2>/dev/null && pwd) || fail "no build folder $build_dir"
+wanlab_bin=$build_dir/controller/wanlab
+[[ -x $wanlab_bin ]] || fail "$wanlab_bin is not built (build first: scripts/build.sh)"
+work=$build_dir/docker
+mkdir -p "$work"
+
+# ---- Docker ----
+
+if [[ $(id -u) -eq 0 ]]; then
+  sudo=()
+elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+  sudo=(sudo -n)
+else
+  skip "the docker tier needs root (to install Docker, start dockerd, and run containers with NET_ADMIN)"
+fi
+
+missing=()
+command -v dockerd >/dev/null || missing+=(docker.io)
+command -v docker-compose >/dev/null || missing+=(docker-compose)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v jq >/dev/null || missing+=(jq)
+if ((${#missing[@]})); then
+  command -v apt-get >/dev/null || skip "missing ${missing[*]}, and there is no apt-get here to install them"
+  echo "docker: installing ${missing[*]} (apt-get)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt_log=$work/apt.log
+  if ! "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >"$apt_log" 2>&1; then
+    "${sudo[@]}" apt-get update -q >>"$apt_log" 2>&1 || true
+    if ! "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$apt_log" 2>&1; then
+      tail -5 "$apt_log"
+      skip "apt-get could not install ${missing[*]} (log: $apt_log)"
+    fi
+  fi
+  step_done "installed ${missing[*]}"
+fi
+docker=("${sudo[@]}" docker)
+compose_bin=("${sudo[@]}" docker-compose)
+
+started_dockerd=
+stop_dockerd() {
+  if [[ -n $started_dockerd ]]; then
+    "${sudo[@]}" kill "$started_dockerd" 2>/dev/null || true
+    for _ in $(seq 1 100); do
+      "${sudo[@]}" kill -0 "$started_dockerd" 2>/dev/null || break
+      sleep 0.1
+    done
+    started_dockerd=
+  fi
+}
+if ! "${docker[@]}" info >/dev/null 2>&1; then
+  # Our own daemon, leaving the host's iptables and ip_forward alone: the lab's networks
+  # are internal (no route out) and nothing here needs NAT (images build with the host's
+  # network).
+  dockerd_log=$work/dockerd.log
+  "${sudo[@]}" dockerd --iptables=false --ip-forward=false --bridge=none >"$dockerd_log" 2>&1 &
+  started_dockerd=$!
+  for _ in $(seq 1 150); do
+    "${docker[@]}" info >/dev/null 2>&1 && break
+    if ! kill -0 "$started_dockerd" 2>/dev/null; then
+      started_dockerd=
+      tail -5 "$dockerd_log"
+      skip "dockerd does not start here (log: $dockerd_log)"
+    fi
+    sleep 0.2
+  done
+  "${docker[@]}" info >/dev/null 2>&1 || { stop_dockerd; skip "dockerd did not answer within 30 s (log: $dockerd_log)"; }
+  step_done "started dockerd (pid $started_dockerd, log $dockerd_log)"
+fi
+
+compose_file=$work/docker-compose.yml
+results=$work/results
+compose() { "${compose_bin[@]}" -f "$compose_file" --project-directory "$repo" -p "wanlab-$lab" "$@"; }
+lab_leftovers() {
+  "${docker[@]}" ps -a -q --filter "label=org.wanlab.lab=$lab"
+  "${docker[@]}" network ls -q --filter "label=org.wanlab.lab=$lab"
+}
+lab_up=0
+cleanup() {
+  local rc=$?
+  if ((lab_up)) && ((keep == 0)); then
+    echo "docker: taking the lab down"
+    compose down -t 5 >/dev/null 2>&1 || true
+  fi
+  if ((keep)) && ((lab_up)); then
+    echo "docker: the lab is still up: ${compose_bin[*]} -f $compose_file --project-directory $repo -p wanlab-$lab down"
+  else
+    stop_dockerd
+  fi
+  exit $rc
+}
+trap cleanup EXIT
+
+# ---- base image ----
+
+if ! "${docker[@]}" image inspect debian:bookworm >/dev/null 2>&1; then
+  if timeout 60 "${docker[@]}" pull debian:bookworm >/dev/null 2>&1; then
+    step_done "pulled debian:bookworm"
+  else
+    # No registry: the same image from this machine's Debian mirror.
+    mirror=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
+    [[ -n $mirror ]] || mirror=$(awk '$1 == "deb" && $2 !~ /security/ { print $2; exit }' /etc/apt/sources.list 2>/dev/null)
+    [[ -n $mirror ]] || mirror=http://deb.debian.org/debian
+    rootfs=$work/rootfs
+    "${sudo[@]}" rm -rf "$rootfs"
+    echo "docker: no registry answers; debootstrap bookworm from $mirror"
+    if ! "${sudo[@]}" debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1; then
+      tail -5 "$work/debootstrap.log"
+      "${sudo[@]}" rm -rf "$rootfs"
+      skip "no base image: debian:bookworm cannot be pulled and debootstrap failed (log: $work/debootstrap.log)"
+    fi
+    "${sudo[@]}" rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+    "${sudo[@]}" tar -C "$rootfs" -c . | "${docker[@]}" import - debian:bookworm >/dev/null
+    "${sudo[@]}" rm -rf "$rootfs"
+    step_done "made debian:bookworm (debootstrap, docker import)"
+  fi
+fi
+
+# ---- image, compose file ----
+
+jobs=$(nproc)
+echo "docker: building $image (Dockerfile, $jobs compile jobs)"
+if ! DOCKER_BUILDKIT=0 "${docker[@]}" build --network host --build-arg JOBS="$jobs" -t "$image" "$repo" \
+    >"$work/build.log" 2>&1; then
+  tail -30 "$work/build.log"
+  fail "docker build failed (log: $work/build.log)"
+fi
+step_done "built $image ($("${docker[@]}" image inspect -f '{{.Size}}' "$image" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"
+
+(cd "$repo" && "$wanlab_bin" compose "$topology" --scenario "$scenario" --no-bench --results "$results") \
+  >"$compose_file" || fail "wanlab compose failed"
+[[ -z $(lab_leftovers) ]] || fail "containers or networks of lab $lab exist already (docker ps -a / docker network ls --filter label=org.wanlab.lab=$lab): take that lab down first"
+"${sudo[@]}" rm -rf "$results"
+mkdir -p "$results"
+
+# ---- up ----
+
+lab_up=1
+compose up -d --no-build >"$work/up.log" 2>&1 || { cat "$work/up.log"; fail "docker-compose up failed"; }
+nodes=$(jq -r '.dcs[] | .name as $d | range(.nodes) | "\($d)-\(.)"' "$repo/$topology")
+node_count=$(wc -w <<<"$nodes")
+connected=0
+for _ in $(seq 1 300); do
+  connected=$("${docker[@]}" logs "$lab-controller" 2>&1 | grep -c "agent of node .* connected" || true)
+  ((connected >= node_count)) && break
+  sleep 0.2
+done
+if ((connected < node_count)); then
+  "${docker[@]}" logs "$lab-controller" 2>&1 | tail -20
+  fail "only $connected of $node_count agents connected within 60 s"
+fi
+backend=$("${docker[@]}" exec "$lab-controller" wanlab status "$lab" --json | jq -r .backend)
+step_done "lab $lab up: controller and $node_count node containers, all agents connected, $backend backend"
+
+# ---- ping: RTT per DC pair ----
+
+dcs=($(jq -r '.dcs[].name' "$repo/$topology"))
+ip_of() { jq -r --arg n "$1" '.dcs[] | .nodes[] | select(.name == $n) | .address' "$work/status.json"; }
+"${docker[@]}" exec "$lab-controller" wanlab status "$lab" --json >"$work/status.json"
+bad=0
+for ((a = 0; a < ${#dcs[@]}; a++)); do
+  for ((b = a + 1; b < ${#dcs[@]}; b++)); do
+    from=${dcs[a]} to=${dcs[b]}
+    rtt=$(jq -r --arg a "$from" --arg b "$to" \
+      '[.links[] | select(.src == $a and .dst == $b or .src == $b and .dst == $a) | .delay] | join(" ")' "$work/status.json")
+    [[ -n $rtt ]] || continue
+    configured=$(awk -v d="$rtt" 'BEGIN { n = split(d, x, " "); s = 0; for (i = 1; i <= n; i++) { v = x[i]; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v); s += (u == "us" ? v / 1000 : u == "s" ? v * 1000 : v) } printf "%.3f", s }')
+    out=$("${docker[@]}" exec "$lab-$from-0" ping -n -q -c 20 -i 0.1 -W 2 "$(ip_of "$to-0")" 2>&1) || true
+    line=$(grep -o 'rtt [^=]*= [0-9./]*' <<<"$out" | awk '{ print $4 }')
+    if [[ -z $line ]]; then
+      echo "$out"
+      echo "docker: ping $from-0 -> $to-0 got no replies"
+      bad=1
+      continue
+    fi
+    IFS=/ read -r min avg max _ <<<"$line"
+    verdict=$(awk -v c="$configured" -v mn="$min" -v av="$avg" -v mx="$max" 'BEGIN {
+      tol = 0.05 * c; if (tol < 2) tol = 2
+      ok = mn >= c - 0.05 && av <= c + tol && mx <= c + 2 * tol
+      printf "%s (tolerance +%.2f ms)", ok ? "ok" : "OUT OF TOLERANCE", tol }')
+    measured "ping $from-0 -> $to-0: configured RTT $configured ms, measured min $min avg $avg max $max ms: $verdict"
+    [[ $verdict == ok* ]] || bad=1
+  done
+done
+((bad == 0)) || fail "ping RTTs do not match the topology"
+step_done "ping RTTs match the topology"
+
+# ---- iperf3: rate ----
+
+src=${dcs[0]} dst=${dcs[1]}
+configured_rate=$(jq -r --arg a "$src" --arg b "$dst" '.links[] | select(.src == $a and .dst == $b) | .rate' "$work/status.json")
+test_rate=100Mbit
+"${docker[@]}" exec "$lab-controller" wanlab link set "$src" "$dst" --rate "$test_rate" >/dev/null
+"${docker[@]}" exec -d "$lab-$dst-0" iperf3 -s -1 -J -p 5201
+sleep 0.5
+"${docker[@]}" exec "$lab-$src-0" iperf3 -c "$(ip_of "$dst-0")" -p 5201 -t 8 -C cubic -J --get-server-output \
+  >"$work/iperf3.json" || { cat "$work/iperf3.json"; fail "iperf3 $src-0 -> $dst-0 failed"; }
+"${docker[@]}" exec "$lab-controller" wanlab link set "$src" "$dst" --rate "$configured_rate" >/dev/null
+# The receiver's goodput from second 2 on (TCP has left slow start by then at this RTT).
+goodput=$(jq '[.server_output_json.intervals[] | .sum | select(.start >= 2 and (.end - .start) > 0.9)]
+              | (map(.bytes) | add) * 8 / (map(.end - .start) | add)' "$work/iperf3.json")
+verdict=$(awk -v g="$goodput" 'BEGIN { e = 100e6 * 1448 / 1514; d = (g - e) / e; if (d < 0) d = -d
+  printf "%s (expected %.1f Mbit/s, off by %.1f %%)", d < 0.05 ? "ok" : "OUT OF TOLERANCE", e / 1e6, d * 100 }')
+measured "iperf3 $src-0 -> $dst-0 at $test_rate: goodput $(awk -v g="$goodput" 'BEGIN { printf "%.1f", g / 1e6 }') Mbit/s: $verdict"
+[[ $verdict == ok* ]] || fail "iperf3 goodput does not match the link rate"
+step_done "iperf3 goodput matches the link rate"
+
+# ---- a short scenario ----
+
+if ! "${docker[@]}" exec "$lab-controller" wanlab run "$scenario" --out bench-results/smoke --quiet \
+    >"$work/run.log" 2>&1; then
+  cat "$work/run.log"
+  fail "wanlab run $scenario failed in the controller container"
+fi
+summary=$results/smoke/summary.json
+[[ -s $summary ]] || fail "the run left no summary in the mounted results folder ($summary)"
+iterations=$(jq '.iteration_time_s.per_iteration // .iterations // [] | length' "$summary")
+mean=$(jq '.iteration_time_s.mean' "$summary")
+util=$(jq '.gpu_utilization.mean' "$summary")
+measured "scenario $(jq -r .run "$summary") ($(jq -r .backend "$summary") backend): iteration time mean $(awk -v m="$mean" 'BEGIN { printf "%.3f", m }') s, GPU utilization $(awk -v u="$util" 'BEGIN { printf "%.1f", 100 * u }') %, $(jq '.gpu_utilization.per_gpu | length' "$summary") GPUs"
+wan_bad=$(jq -r '.wan[] | select(.expected_payload_bytes > 0 or .payload_bytes > 0)
+  | "\(.src) \(.dst) \(.payload_bytes) \(.expected_payload_bytes)"' "$summary" | while read -r s d got want; do
+    ok=$(awk -v g="$got" -v w="$want" 'BEGIN { d = (g - w) / w; if (d < 0) d = -d; print (w > 0 && d < 0.02) ? 1 : 0 }')
+    echo "MEASURED: scenario WAN $s -> $d: $(awk -v g="$got" 'BEGIN { printf "%.1f", g / 1e6 }') MB, scenario $(awk -v w="$want" 'BEGIN { printf "%.1f", w / 1e6 }') MB" >&2
+    ((ok)) || echo "$s->$d"
+  done)
+awk -v m="$mean" 'BEGIN { exit !(m > 0) }' || fail "the summary has no iteration time"
+[[ -z $wan_bad ]] || fail "WAN bytes off the scenario's by 2 % or more on: $wan_bad"
+step_done "scenario $scenario ran; its summary checks out"
+
+# ---- down ----
+
+if ((keep)); then
+  echo "docker: whole tier $(elapsed) s (lab kept)"
+  exit 0
+fi
+compose down -t 10 >"$work/down.log" 2>&1 || { cat "$work/down.log"; fail "docker-compose down failed"; }
+lab_up=0
+left=$(lab_leftovers)
+[[ -z $left ]] || fail "docker-compose down left containers or networks of lab $lab: $left"
+step_done "docker-compose down: no container or network of lab $lab is left"
+echo "docker: whole tier $(elapsed) s"

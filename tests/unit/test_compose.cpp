@@ -1,0 +1,73 @@
+// The docker-compose file of a lab: golden output, the shipped docker-compose.yml, and the
+// topologies a compose lab refuses.
+#include <catch2/catch.hpp>
+
+#include "golden.hpp"
+#include "wanlab/compose/compose.hpp"
+#include "wanlab/core/topology.hpp"
+
+using namespace wanlab;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const std::string kSource = WANLAB_SOURCE_DIR;
+
+core::Topology two_dc(const std::string& lan = "") {
+  auto doc = nlohmann::json::parse(R"({
+    "name": "t",
+    "dcs": [ {"name": "use", "nodes": 2}, {"name": "euw", "nodes": 1} ],
+    "wan": [ {"between": ["use", "euw"], "rtt": "84.9ms", "rate": "100Mbit"} ]
+  })");
+  if (!lan.empty()) doc["lan"] = nlohmann::json::parse(lan);
+  return core::parse_topology(doc, "topologies/t.json", ".");
+}
+
+}  // namespace
+
+TEST_CASE("the compose file of a lab matches its golden file", "[unit][compose]") {
+  compose::ComposeOptions o;
+  o.topology = "topologies/t.json";
+  o.command = "wanlab compose topologies/t.json";
+  test::check_golden("compose-two-dc.yml", compose::compose_file(two_dc(), o));
+
+  SECTION("with a scenario the controller benchmarks it once the lab is up") {
+    o.scenario = "bench/scenarios/t-1b.json";
+    const auto y = compose::compose_file(two_dc(), o);
+    CHECK_THAT(y, Contains(R"("--then", "wanlab bench bench/scenarios/t-1b.json"])"));
+    o.bench = false;
+    CHECK_THAT(compose::compose_file(two_dc(), o), !Contains("--then"));
+  }
+}
+
+TEST_CASE("the shipped docker-compose.yml is `wanlab compose` of the default lab", "[unit][compose]") {
+  const auto topo = core::load_topology(kSource + "/topologies/three-dc.json");
+  compose::ComposeOptions o;
+  o.topology = "topologies/three-dc.json";
+  o.scenario = "bench/scenarios/three-dc-7b.json";
+  o.command = "wanlab compose topologies/three-dc.json --scenario bench/scenarios/three-dc-7b.json";
+  const auto expected = compose::compose_file(topo, o);
+  INFO("regenerate it: build/controller/wanlab compose topologies/three-dc.json --scenario "
+       "bench/scenarios/three-dc-7b.json > docker-compose.yml");
+  CHECK(test::read_text(kSource + "/docker-compose.yml") == expected);
+
+  SECTION("every node is a container at its address, routing via the controller at its DC's gateway address") {
+    CHECK_THAT(expected, Contains("euw: {ipv4_address: 198.18.8.1}"));
+    CHECK_THAT(expected, Contains("usw: {ipv4_address: 198.18.4.5}"));
+    CHECK_THAT(expected, Contains(R"("tcp:198.18.4.1:7070", "--node", "usw-3"])"));
+    CHECK_THAT(expected, Contains("- {subnet: 198.18.8.0/22, gateway: 198.18.11.254}"));
+    CHECK_THAT(expected, Contains(R"(container_name: "three-dc-euw-3")"));
+  }
+}
+
+TEST_CASE("topologies a compose lab cannot be", "[unit][compose]") {
+  compose::ComposeOptions o;
+  o.topology = "topologies/t.json";
+  CHECK_THROWS_WITH(compose::compose_file(two_dc(R"({"delay": "1ms"})"), o),
+                    Contains("topologies/t.json: /lan: a compose lab cannot shape the LAN"));
+  auto big = two_dc();
+  big.dcs[1].nodes = compose::kMaxComposeNodes + 1;
+  CHECK_THROWS_WITH(compose::compose_file(big, o), Contains("/dcs/1/nodes: DC euw has 1021 nodes"));
+  big.dcs[1].nodes = compose::kMaxComposeNodes;
+  CHECK_NOTHROW(compose::compose_file(big, o));
+}
