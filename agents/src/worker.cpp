@@ -59,9 +59,7 @@ void Worker::run(const std::atomic<bool>& abort) {
         case OpKind::optimizer: {
           const auto t0 = Clock::now();
           if (!compute_->run(op, program_.shape, abort)) throw Aborted();
-          const auto kind = op.kind == OpKind::forward    ? SpanKind::forward
-                            : op.kind == OpKind::backward ? SpanKind::backward
-                                                          : SpanKind::optimizer;
+          const auto kind = program::compute_span_kind(op.kind);
           add_span({kind, it, op.microbatch, since_start(t0), since_start(Clock::now()), 0, -1});
           break;
         }

@@ -364,4 +364,15 @@ WorkerProgram worker_program_from_json(const json& j) {
   return p;
 }
 
+SpanKind compute_span_kind(OpKind kind) {
+  switch (kind) {
+    case OpKind::forward:
+      return SpanKind::forward;
+    case OpKind::backward:
+      return SpanKind::backward;
+    default:
+      return SpanKind::optimizer;
+  }
+}
+
 }  // namespace wanlab::program

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wanlab/core/diagnostics.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/workload/scenario.hpp"
 
@@ -20,6 +21,13 @@ void write_text_file(const std::filesystem::path& file, const std::string& text)
 
 /// The lab's controller answers on its socket.
 bool lab_running(const std::string& name);
+
+/// A ConfigError's problems on one line, "; "-separated, without the "N problems found" header.
+std::string config_reasons(const core::ConfigError& e);
+
+/// Whether OUT may receive a bench's or a simulation's results: new, empty, or an earlier
+/// one's folder (with bench.json or crosscheck.json; its variants' folders are redone).
+bool usable_results_folder(const std::filesystem::path& out);
 
 /// The lab a command runs on, and whether the command brought it up.
 struct LabUse {

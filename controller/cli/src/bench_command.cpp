@@ -23,21 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// A ConfigError's problems on one line each, without the "N problems found" header.
-std::string reasons(const core::ConfigError& e) {
-  std::string out;
-  for (const auto& d : e.diagnostics()) out += (out.empty() ? "" : "; ") + d.reason;
-  return out;
-}
-
-// OUT may be new, empty, or an earlier bench's folder (its variants' folders are redone).
-bool usable_out(const fs::path& out) {
-  std::error_code ec;
-  if (!fs::exists(out, ec)) return true;
-  if (!fs::is_directory(out, ec)) return false;
-  return fs::is_empty(out, ec) || fs::exists(out / "bench.json", ec) || fs::exists(out / "crosscheck.json", ec);
-}
-
 // The variants in the lab, one run each: bench.json, bench.md, run folders and plots in `out`.
 // Returns bench.json's object (null when the lab could not be had); `rc` as cmd_bench's.
 json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const core::Topology& topo,
@@ -212,9 +197,9 @@ int cmd_bench(const BenchArgs& a) {
       (void)workload::build_plan(*dp_across, topo);
       ++it;
     } catch (const core::ConfigError& e) {
-      fmt::print("not running {}: lab {} cannot host it: {}\n", it->name, topo.name, reasons(e));
+      fmt::print("not running {}: lab {} cannot host it: {}\n", it->name, topo.name, config_reasons(e));
       skipped.push_back(
-          {{"name", it->name}, {"reason", fmt::format("lab {} cannot host it: {}", topo.name, reasons(e))}});
+          {{"name", it->name}, {"reason", fmt::format("lab {} cannot host it: {}", topo.name, config_reasons(e))}});
       it = variants.erase(it);
     }
   }
@@ -224,7 +209,7 @@ int cmd_bench(const BenchArgs& a) {
   const auto scenario_file = fs::absolute(a.scenario).lexically_normal().string();
   const fs::path out =
       fs::absolute(a.out ? fs::path(*a.out) : fs::path("bench-results") / (scenario.name + "-" + timestamp()));
-  if (!usable_out(out)) {
+  if (!usable_results_folder(out)) {
     fmt::print(stderr,
                "wanlab: bench: {} exists and is not an earlier bench's folder (no bench.json or crosscheck.json); give an "
                "empty or new --out\n",

@@ -161,4 +161,18 @@ RunOutcome run_on_lab(const std::string& lab_name, const RunRequest& request, co
   }
 }
 
+std::string config_reasons(const core::ConfigError& e) {
+  std::string out;
+  for (const auto& d : e.diagnostics()) out += (out.empty() ? "" : "; ") + d.reason;
+  return out;
+}
+
+bool usable_results_folder(const std::filesystem::path& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return true;
+  if (!fs::is_directory(out, ec)) return false;
+  return fs::is_empty(out, ec) || fs::exists(out / "bench.json", ec) || fs::exists(out / "crosscheck.json", ec);
+}
+
 }  // namespace wanlab::cli

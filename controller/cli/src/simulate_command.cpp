@@ -25,19 +25,6 @@ using nlohmann::json;
 // Up to this many GPUs `--timeline auto` writes every GPU's spans; above, one GPU per stage.
 constexpr std::size_t kFullTimelineGpus = 256;
 
-std::string reasons(const core::ConfigError& e) {
-  std::string out;
-  for (const auto& d : e.diagnostics()) out += (out.empty() ? "" : "; ") + d.reason;
-  return out;
-}
-
-bool usable_out(const fs::path& out) {
-  std::error_code ec;
-  if (!fs::exists(out, ec)) return true;
-  if (!fs::is_directory(out, ec)) return false;
-  return fs::is_empty(out, ec) || fs::exists(out / "bench.json", ec);
-}
-
 std::string windows_csv(const core::Topology& topo, const std::vector<arbiter::WindowRecord>& windows) {
   const auto s = [](arbiter::Nanos t) { return fmt::format("{:.6f}", static_cast<double>(t) / 1e9); };
   std::string csv =
@@ -272,14 +259,14 @@ int cmd_simulate(const SimulateArgs& a) {
       (void)workload::build_plan(*dp_across, topo);
       ++it;
     } catch (const core::ConfigError& e) {
-      fmt::print("not simulating {}: lab {} cannot host it: {}\n", it->name, topo.name, reasons(e));
-      skipped.push_back({{"name", it->name}, {"reason", fmt::format("lab {} cannot host it: {}", topo.name, reasons(e))}});
+      fmt::print("not simulating {}: lab {} cannot host it: {}\n", it->name, topo.name, config_reasons(e));
+      skipped.push_back({{"name", it->name}, {"reason", fmt::format("lab {} cannot host it: {}", topo.name, config_reasons(e))}});
       it = variants.erase(it);
     }
   }
   const fs::path out =
       fs::absolute(a.out ? fs::path(*a.out) : fs::path("sim-results") / (scenario.name + "-" + timestamp()));
-  if (!usable_out(out)) {
+  if (!usable_results_folder(out)) {
     fmt::print(stderr,
                "wanlab: simulate: --out {} exists and is not an earlier bench's or simulation's folder (no "
                "bench.json); give an empty or new one\n",

@@ -25,17 +25,6 @@ using program::SpanKind;
 constexpr std::uint32_t kNone = 0xffffffffu;
 constexpr std::size_t kNoLink = static_cast<std::size_t>(-1);
 
-SpanKind compute_span(OpKind kind) {
-  switch (kind) {
-    case OpKind::forward:
-      return SpanKind::forward;
-    case OpKind::backward:
-      return SpanKind::backward;
-    default:
-      return SpanKind::optimizer;
-  }
-}
-
 enum class Ev : std::uint8_t { wake, deliver, collective_end, deadline, tick, capacity, slow_start };
 struct Event {
   Nanos at;
@@ -327,7 +316,7 @@ class Simulation {
         case OpKind::optimizer: {
           const double flops_per_s = plan_.effective_flops.at(static_cast<std::size_t>(g.worker));
           const auto d = static_cast<Nanos>(std::llround(op.flops / flops_per_s * 1e9));
-          g.report.spans.push_back(Span{compute_span(op.kind), g.iteration, op.microbatch, g.t, g.t + d, 0, -1});
+          g.report.spans.push_back(Span{program::compute_span_kind(op.kind), g.iteration, op.microbatch, g.t, g.t + d, 0, -1});
           if (d > 0) {
             g.wait = Group::Wait::compute;
             g.t += d;

@@ -25,17 +25,6 @@ std::string describe_all(const std::vector<DeadlockError::Blocked>& blocked) {
   return out;
 }
 
-SpanKind compute_span(OpKind kind) {
-  switch (kind) {
-    case OpKind::forward:
-      return SpanKind::forward;
-    case OpKind::backward:
-      return SpanKind::backward;
-    default:
-      return SpanKind::optimizer;
-  }
-}
-
 // The discrete-event core. Without contention every time follows from its dependencies
 // alone (a worker's previous op, a message's send, a ring neighbour's step), so workers are
 // simply advanced in turn as far as each can go; the order of turns does not change any time.
@@ -132,7 +121,7 @@ class Executor {
       case OpKind::optimizer: {
         const auto d = compute_(w, op).count();
         if (d < 0) throw std::invalid_argument(fmt::format("execute: negative compute time {} ns", d));
-        report.spans.push_back(Span{compute_span(op.kind), st.iteration, op.microbatch, st.t, st.t + d, 0, -1});
+        report.spans.push_back(Span{program::compute_span_kind(op.kind), st.iteration, op.microbatch, st.t, st.t + d, 0, -1});
         st.t += d;
         ++st.pc;
         return true;

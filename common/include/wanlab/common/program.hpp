@@ -93,6 +93,8 @@ std::uint64_t ring_chunk_bytes(std::uint64_t bytes, std::size_t ranks);
 /// What a worker did, as it reports it: times in ns since the run's start barrier.
 enum class SpanKind { forward, backward, optimizer, send, recv_wait, allreduce, prefill };
 std::string to_string(SpanKind kind);
+/// The span a compute op (forward, backward, optimizer) leaves: forward, backward, optimizer.
+SpanKind compute_span_kind(OpKind kind);
 SpanKind span_kind_from_string(const std::string& text);  // throws std::invalid_argument
 
 struct Span {
