@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand(
       "bench", "Run a scenario under several bandwidth policies and numbers of TCP connections (and the \"DP across "
                "DCs\" placement baseline), one run each on the same lab, and compare them side by side: writes "
-               "bench.json, bench.md (also printed), one run folder per variant and plots/*.svg (gnuplot)");
+               "bench.json, bench.md (also printed), one run folder per variant and plots/*.svg (gnuplot). A scenario with a prefill load (BubbleTea) also runs each variant without it, as VARIANT-training-only, for its training slowdown");
   bench_cmd->add_option("scenario", bench.scenario, "Scenario file (JSON, see bench/scenarios/README.md)");
   bench_cmd->add_option("--policies", bench.policies,
                         "Comma-separated bandwidth policies, each run with every --connections value (default: "
