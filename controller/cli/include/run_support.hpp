@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_report.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/workload/scenario.hpp"
@@ -24,6 +25,13 @@ bool lab_running(const std::string& name);
 
 /// A ConfigError's problems on one line, "; "-separated, without the "N problems found" header.
 std::string config_reasons(const core::ConfigError& e);
+
+/// The "DP across DCs" placement baseline among `variants`: its scenario when the lab can
+/// host it; otherwise the variant is dropped, said with `verb` ("running", "simulating")
+/// and recorded in `skipped` with the reason.
+std::optional<workload::Scenario> dp_across_dcs_variant(const workload::Scenario& scenario, const core::Topology& topo,
+                                                        std::vector<bench::Variant>& variants, nlohmann::json& skipped,
+                                                        const std::string& verb);
 
 /// Whether OUT may receive a bench's or a simulation's results: new, empty, or an earlier
 /// one's folder (with bench.json or crosscheck.json; its variants' folders are redone).

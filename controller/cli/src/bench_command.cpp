@@ -186,23 +186,7 @@ int cmd_bench(const BenchArgs& a) {
                                          scenario.placement.empty() ? bench::kAtlasRule : bench::kScenarioPlacement);
   const auto baseline = bench::baseline_name(connections);
   json skipped = json::array();
-  std::optional<workload::Scenario> dp_across;
-  for (auto it = variants.begin(); it != variants.end();) {
-    if (it->placement != bench::kDpAcrossDcs) {
-      ++it;
-      continue;
-    }
-    try {
-      dp_across = workload::dp_across_dcs_placement(scenario, topo);
-      (void)workload::build_plan(*dp_across, topo);
-      ++it;
-    } catch (const core::ConfigError& e) {
-      fmt::print("not running {}: lab {} cannot host it: {}\n", it->name, topo.name, config_reasons(e));
-      skipped.push_back(
-          {{"name", it->name}, {"reason", fmt::format("lab {} cannot host it: {}", topo.name, config_reasons(e))}});
-      it = variants.erase(it);
-    }
-  }
+  const auto dp_across = dp_across_dcs_variant(scenario, topo, variants, skipped, "running");
 
   // A lab that is up is used through its API (a router-only lab's too); bringing one up needs more.
   if (a.mode != "simulate" && !lab_running(topo.name) && !check_privileges("bench")) return 1;

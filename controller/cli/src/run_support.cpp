@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "wanlab/workload/baselines.hpp"
+#include "wanlab/workload/plan.hpp"
 #include "wanlab/api/server.hpp"
 #include "wanlab/lab/state.hpp"
 
@@ -173,6 +175,29 @@ bool usable_results_folder(const std::filesystem::path& out) {
   if (!fs::exists(out, ec)) return true;
   if (!fs::is_directory(out, ec)) return false;
   return fs::is_empty(out, ec) || fs::exists(out / "bench.json", ec) || fs::exists(out / "crosscheck.json", ec);
+}
+
+std::optional<workload::Scenario> dp_across_dcs_variant(const workload::Scenario& scenario, const core::Topology& topo,
+                                                        std::vector<bench::Variant>& variants, nlohmann::json& skipped,
+                                                        const std::string& verb) {
+  std::optional<workload::Scenario> dp_across;
+  for (auto it = variants.begin(); it != variants.end();) {
+    if (it->placement != bench::kDpAcrossDcs) {
+      ++it;
+      continue;
+    }
+    try {
+      dp_across = workload::dp_across_dcs_placement(scenario, topo);
+      (void)workload::build_plan(*dp_across, topo);
+      ++it;
+    } catch (const core::ConfigError& e) {
+      fmt::print("not {} {}: lab {} cannot host it: {}\n", verb, it->name, topo.name, config_reasons(e));
+      skipped.push_back(
+          {{"name", it->name}, {"reason", fmt::format("lab {} cannot host it: {}", topo.name, config_reasons(e))}});
+      it = variants.erase(it);
+    }
+  }
+  return dp_across;
 }
 
 }  // namespace wanlab::cli

@@ -249,21 +249,7 @@ int cmd_simulate(const SimulateArgs& a) {
   }
   variants = bench::expand_variants(policies, connections, !a.no_placement_baseline,
                                     scenario.placement.empty() ? bench::kAtlasRule : bench::kScenarioPlacement);
-  for (auto it = variants.begin(); it != variants.end();) {
-    if (it->placement != bench::kDpAcrossDcs) {
-      ++it;
-      continue;
-    }
-    try {
-      dp_across = workload::dp_across_dcs_placement(scenario, topo);
-      (void)workload::build_plan(*dp_across, topo);
-      ++it;
-    } catch (const core::ConfigError& e) {
-      fmt::print("not simulating {}: lab {} cannot host it: {}\n", it->name, topo.name, config_reasons(e));
-      skipped.push_back({{"name", it->name}, {"reason", fmt::format("lab {} cannot host it: {}", topo.name, config_reasons(e))}});
-      it = variants.erase(it);
-    }
-  }
+  dp_across = dp_across_dcs_variant(scenario, topo, variants, skipped, "simulating");
   const fs::path out =
       fs::absolute(a.out ? fs::path(*a.out) : fs::path("sim-results") / (scenario.name + "-" + timestamp()));
   if (!usable_results_folder(out)) {
