@@ -410,9 +410,18 @@ void Agent::handle(const nlohmann::json& m) {
         const auto it = r->peers.find(worker);
         return !local.count(worker) && it != r->peers.end() && it->second.dc != my_dc;
       };
-      for (const auto& [src, dst] : sends)
+      // Windowed runs: a pair's connections are paced to its share of the link (the
+      // coordinator sends bytes/s per connection for each destination DC).
+      const auto pacing = a.value("pacing", nlohmann::json::object());
+      for (const auto& [src, dst] : sends) {
+        std::uint64_t pace = 0;
+        if (remote_dc(dst)) {
+          const auto it = pacing.find(r->peers.at(dst).dc);
+          if (it != pacing.end()) pace = it->get<std::uint64_t>();
+        }
         r->outgoing.push_back({src, dst, local.count(dst) ? 1 : stripes_to(dst), remote_dc(dst) ? slot_of.at(src) : -1,
-                               salt});
+                               salt, pace});
+      }
       for (const auto& p : programs)
         for (const auto& op : p.ops)
           if (op.kind == program::OpKind::recv && remote_dc(op.peer))
@@ -440,6 +449,14 @@ void Agent::handle(const nlohmann::json& m) {
         });
       }
       r->data->set_congestion(a.value("tcp_congestion", std::string{}));
+      if (a.contains("tcp_window")) {
+        // Only the WAN connections: a scaled window is meant for the WAN's bandwidth-delay
+        // product, not the DC's fabric.
+        std::set<int> wan_senders;
+        for (const auto& [src, dst] : recvs)
+          if (remote_dc(src)) wan_senders.insert(src);
+        r->data->set_window_clamp(a.at("tcp_window").get<int>(), std::move(wan_senders));
+      }
       r->data->listen(a.at("listen_port").get<std::uint16_t>(), local, expected_in);
 
       const auto compute = a.at("compute").get<std::string>();

@@ -48,6 +48,10 @@ struct OutgoingPair {
   /// plane can gate the pair as one flow. -1: an ephemeral port (pairs inside a DC).
   int slot = -1;
   int port_salt = 0;
+  /// > 0: each connection is paced to at most this many bytes/s (SO_MAX_PACING_RATE,
+  /// TCP's internal pacing), so the pair's connections together leave at the link's rate
+  /// instead of bursting whole windows into its queue.
+  std::uint64_t pacing_bytes_per_s = 0;
 };
 
 class Aborted : public std::runtime_error {
@@ -78,6 +82,13 @@ class DataPlane {
   /// The TCP congestion control of every data connection (TCP_CONGESTION, e.g. "cubic");
   /// empty: the node's default. Set before listen().
   void set_congestion(std::string name) { congestion_ = std::move(name); }
+  /// Clamps the receive window of incoming connections from `senders` to `bytes`
+  /// (TCP_WINDOW_CLAMP, set when their hello arrives, before any data): each keeps at most
+  /// that in flight. 0: the node's buffers decide. Set before listen().
+  void set_window_clamp(int bytes, std::set<int> senders) {
+    window_clamp_ = bytes;
+    clamped_senders_ = std::move(senders);
+  }
   /// Blocks until every expected incoming connection has said hello (or the deadline).
   void wait_incoming(std::chrono::steady_clock::time_point deadline);
 
@@ -113,6 +124,8 @@ class DataPlane {
   std::atomic<bool> aborted_{false};
   OnDelivered on_delivered_;
   std::string congestion_;
+  int window_clamp_ = 0;
+  std::set<int> clamped_senders_;
   void set_congestion(Conn& c);
 
   mutable std::mutex mutex_;  // inbox_, incoming count, error_

@@ -283,6 +283,46 @@ TEST_CASE("transfers shorter than an RTT share the link side by side, in order, 
   require_disjoint(strict.windows());
 }
 
+TEST_CASE("window-limited transfers share the link side by side until it is full", "[arbiter]") {
+  // 1 Gbit/s, 40 ms RTT, windows of 1 MB: one connection moves at most 200 Mbit/s. Large
+  // transfers (100 ms at the link rate, above one RTT).
+  ArbiterOptions o;
+  o.tcp_window_bytes = 1'000'000;
+  auto arb = make("atlas", 40 * kMs, o);
+  TransferSpec s;
+  s.link = kLink;
+  s.bytes = kBytes;
+  s.connections = 2;  // 400 Mbit/s each
+  std::vector<TransferId> ids;
+  for (int p = 0; p < 4; ++p) {
+    s.pipeline = p;
+    ids.push_back(arb.request(s, 0));
+  }
+  arb.advance(0);
+  // In order until the link is full: 400 + 400 leave 200 unused, so the third starts too
+  // (the link is never left partly idle while transfers wait); the fourth waits.
+  REQUIRE(arb.owners(kLink) == std::vector<TransferId>{ids[0], ids[1], ids[2]});
+  REQUIRE(arb.transfer(ids[3]).state == State::pending);
+  arb.complete(ids[0], 50 * kMs);
+  REQUIRE(arb.transfer(ids[3]).state == State::granted);
+
+  // Enough connections to fill the link: one at a time, as without windows.
+  auto wide = make("atlas", 40 * kMs, o);
+  s.connections = 5;  // 1 Gbit/s
+  const auto a = wide.request(s, 0);
+  const auto b = wide.request(s, 0);
+  wide.advance(0);
+  REQUIRE(wide.owners(kLink) == std::vector<TransferId>{a});
+  // A transfer that says nothing of its connections is not window-limited.
+  auto plain = make("atlas", 40 * kMs, o);
+  s.connections = 0;
+  const auto c = plain.request(s, 0);
+  (void)plain.request(s, 0);
+  plain.advance(0);
+  REQUIRE(plain.owners(kLink) == std::vector<TransferId>{c});
+  (void)b;
+}
+
 TEST_CASE("the next in line is the one the policy would grant next", "[arbiter]") {
   auto arb = make("atlas");
   TransferSpec s;

@@ -171,6 +171,30 @@ TEST_CASE("coordinator: the plan's premises", "[unit][run][coordinator]") {
   CHECK(to_string(Phase::failed) == "failed");
 }
 
+TEST_CASE("coordinator: windowed runs pace WAN pairs; a scenario's tcp_window is sent scaled",
+          "[unit][run][coordinator]") {
+  auto doc = scenario_doc();
+  doc["tcp_window"] = "1MiB";
+  doc["scale"] = 0.5;
+  const auto s = workload::parse_scenario(doc, "small.json", std::string(WANLAB_SOURCE_DIR) + "/topologies");
+  auto o = options();
+  o.windows = true;
+  RunCoordinator co("r1", workload::build_plan(s, topo()), topo(), o, t0);
+  const auto a = co.assignment("use-0");
+  CHECK(a["tcp_window"] == 512 * 1024);
+  // Bytes/s per connection towards each other DC: the link's rate x scale over tp x k
+  // connections, so a window's transfer leaves at the link's rate.
+  const auto* l = topo().find_link(0, 1);
+  REQUIRE(l != nullptr);
+  REQUIRE(a["pacing"].size() == 1);
+  CHECK(a["pacing"]["euw"].get<double>() ==
+        Approx(static_cast<double>(l->params.rate.bps) * 0.5 / 8 / (2 * 4)).epsilon(1e-6));
+  // Without windows (fair) nothing is paced; without tcp_window nothing is clamped.
+  const auto plain = make().assignment("use-0");
+  CHECK_FALSE(plain.contains("pacing"));
+  CHECK_FALSE(plain.contains("tcp_window"));
+}
+
 TEST_CASE("coordinator: the assignment of a node", "[unit][run][coordinator]") {
   const auto plan = make_plan();
   const auto co = make();

@@ -100,6 +100,32 @@ TEST_CASE("a minimal scenario takes the documented defaults", "[unit][workload][
   CHECK(s.scale == 1.0);
   CHECK(s.seed == 1);
   CHECK(s.placement.empty());
+  CHECK_FALSE(s.tcp_window);
+  CHECK(run_tcp_window(s) == 3.0 * 1024 * 1024);  // the nodes' own buffers, not scaled
+}
+
+TEST_CASE("tcp_window: a size at full scale, run as window x scale", "[unit][workload][scenario]") {
+  auto doc = base();
+  doc["tcp_window"] = "3MiB";
+  doc["scale"] = 0.05;
+  auto s = parse(doc);
+  REQUIRE(s.tcp_window == 3u * 1024 * 1024);
+  CHECK(run_tcp_window(s) == Approx(3.0 * 1024 * 1024 * 0.05));
+  CHECK(to_json(s)["tcp_window"] == 3u * 1024 * 1024);
+  doc["tcp_window"] = 65536;
+  CHECK(parse(doc).tcp_window == 65536u);
+  for (const auto& [bad, why] : std::vector<std::pair<json, std::string>>{
+           {"3Mbit", "'3Mbit': unknown size unit"},
+           {true, "expected a size such as \"3MiB\""},
+           {-4096, "expected a size such as"},
+           {100, "100 bytes: give 4KiB to 1GiB"},
+           {"2GiB", "give 4KiB to 1GiB"}}) {
+    doc["tcp_window"] = bad;
+    const auto p = problems(doc);
+    REQUIRE(p.size() == 1);
+    CHECK(p[0].path == "/tcp_window");
+    CHECK_THAT(p[0].reason, Contains(why));
+  }
 }
 
 TEST_CASE("custom models: defaults and preset overrides", "[unit][workload][scenario]") {
@@ -257,6 +283,7 @@ TEST_CASE("the canonical form is accepted back unchanged", "[unit][workload][sce
   doc["seed"] = 18446744073709551615ULL;
   doc["connections"] = 8;
   doc["schedule"] = "gpipe";
+  doc["tcp_window"] = "256KiB";
   doc["placement"] = json::parse(R"([["use", "euw"], ["euw", "use"]])");
   const auto s = parse(doc);
   const json canonical = to_json(s);

@@ -194,24 +194,30 @@ std::vector<TransferId>::const_iterator Arbiter::best_waiting(const Link& l) con
 
 double Arbiter::demand(const Link& l, const Transfer& t) const {
   if (l.rtt <= 0) return l.rate_bps;
-  return std::min(l.rate_bps, static_cast<double>(t.spec.bytes) * 8e9 / static_cast<double>(l.rtt));
+  double d = std::min(l.rate_bps, static_cast<double>(t.spec.bytes) * 8e9 / static_cast<double>(l.rtt));
+  if (options_.tcp_window_bytes > 0 && t.spec.connections > 0)
+    d = std::min(d, t.spec.connections * options_.tcp_window_bytes * 8e9 / static_cast<double>(l.rtt));
+  return d;
 }
 
 void Arbiter::schedule(Link& l, Nanos now) {
   if (!policy_->exclusive()) return;
-  // In policy order, no overtaking: the next one starts when the link has room for it.
+  // In policy order, no overtaking: the next one starts when the link is free, or, if it
+  // cannot fill the link alone, while the owners leave part of the link unused.
   while (!l.waiting.empty()) {
     double used = 0;
     if (!l.owners.empty()) {
       if (l.rate_bps <= 0 || !options_.pack_small_transfers) return;
       for (auto id : l.owners) used += demand(l, get(id));
-      // No pending transfer (at least 1 byte) can fit: skip the search for the best one.
-      const double least = l.rtt <= 0 ? l.rate_bps : std::min(l.rate_bps, 8e9 / static_cast<double>(l.rtt));
-      if (used + least > l.rate_bps * (1 + 1e-9)) return;
+      if (used >= l.rate_bps * (1 - 1e-9)) return;
     }
     const auto best = best_waiting(l);
     auto& t = get(*best);
-    if (!l.owners.empty() && used + demand(l, t) > l.rate_bps * (1 + 1e-9)) return;
+    if (!l.owners.empty()) {
+      const double d = demand(l, t);
+      const bool fits = used + d <= l.rate_bps * (1 + 1e-9);
+      if (!fits && d >= l.rate_bps * (1 - 1e-9)) return;  // it can fill the link: it waits for it
+    }
     l.waiting.erase(best);
     grant(l, t, now);
   }

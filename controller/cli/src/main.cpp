@@ -88,8 +88,9 @@ int main(int argc, char** argv) {
                     "Simulator: each node's link to its DC's network, each direction, e.g. 10Gbit (default: the "
                     "topology's LAN rate x scale; unshaped LANs are unlimited there)");
     cmd->add_option("--tcp-window", f.tcp_window,
-                    "Simulator: the most one TCP connection keeps in flight, e.g. 3MiB (default; Linux's default "
-                    "buffers); a connection's rate stays below window / RTT; 0: no ceiling");
+                    "Simulator: the most one TCP connection keeps in flight, e.g. 3MiB; a connection's rate stays "
+                    "below window / RTT; 0: no ceiling (default: what the lab runs with, the scenario's tcp_window x "
+                    "scale, or 3MiB, Linux's default buffers)");
     cmd->add_flag("--slow-start", f.slow_start,
                   "Simulator: model TCP slow start (windows start at 10 segments and double every RTT; kept "
                   "between messages unless the scenario sets tcp_slow_start_after_idle)");

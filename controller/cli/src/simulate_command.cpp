@@ -53,7 +53,7 @@ std::string timeline_mode(const SimFlags& flags, std::size_t gpus) {
 
 json options_json(const sim::SimOptions& o, const std::string& timeline) {
   return {{"lan_rate_bps", o.lan_rate_bps ? json(*o.lan_rate_bps) : json(nullptr)},
-          {"tcp_window_bytes", o.tcp_window_bytes},
+          {"tcp_window_bytes", o.tcp_window_bytes ? json(*o.tcp_window_bytes) : json("scenario")},
           {"slow_start", o.slow_start},
           {"progress_period_ms", static_cast<double>(o.progress_period_ns) / 1e6},
           {"traces", o.traces.size()},
@@ -74,7 +74,7 @@ sim::SimOptions parse_sim_flags(const SimFlags& f) {
     if (!b) throw std::invalid_argument(fmt::format("--tcp-window {}: {}", *f.tcp_window, b.error));
     o.tcp_window_bytes = static_cast<double>(b.value.value);
   }
-  if (f.slow_start && o.tcp_window_bytes <= 0)
+  if (f.slow_start && o.tcp_window_bytes && *o.tcp_window_bytes <= 0)
     throw std::invalid_argument("--slow-start needs a TCP window (--tcp-window 0 turns the window off)");
   o.slow_start = f.slow_start;
   if (f.timeline != "auto" && f.timeline != "full" && f.timeline != "per-stage" && f.timeline != "none")

@@ -1,6 +1,7 @@
 #include "wanlab/run/coordinator.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -97,6 +98,21 @@ nlohmann::json RunCoordinator::assignment(const std::string& node) const {
           {"port_salt", options_.port_salt},
           {"workers", workers},
           {"peers", peer_list}};
+  if (options_.windows) {
+    // A window's transfer (tp x connections connections) leaves at the link's rate, not in
+    // bursts of whole TCP windows that overflow the link's queue when the window opens.
+    nlohmann::json pacing = nlohmann::json::object();
+    const auto& sc = plan_.scenario;
+    for (std::size_t d = 0; d < topo_.dcs.size(); ++d)
+      if (topo_.dcs[d].name == dc)
+        for (const auto& l : topo_.links)
+          if (l.src == d)
+            pacing[topo_.dcs.at(l.dst).name] = static_cast<std::uint64_t>(std::llround(
+                static_cast<double>(l.params.rate.bps) * sc.scale / 8 / (sc.parallelism.tp * sc.connections)));
+    out["pacing"] = std::move(pacing);
+  }
+  if (plan_.scenario.tcp_window)
+    out["tcp_window"] = static_cast<std::uint64_t>(std::llround(workload::run_tcp_window(plan_.scenario)));
   if (prefill_) out["prefill"] = prefill_->assignment(node);
   return out;
 }

@@ -502,6 +502,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
         for (const auto& l : lab.topology().links) rates.push_back(static_cast<double>(l.params.rate.bps) * scenario.scale);
         act.gated = lab.gates_flows();
         arbiter::ArbiterOptions ao;
+        ao.tcp_window_bytes = workload::run_tcp_window(scenario);
         // Without the data plane's counters there is no progress to judge a window by: it
         // ends when its transfer is delivered, never by timeout.
         if (!act.gated) ao.idle_timeout = std::numeric_limits<arbiter::Nanos>::max() / 2;

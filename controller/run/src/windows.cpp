@@ -110,6 +110,7 @@ std::optional<std::string> RunWindows::want(const nlohmann::json& j, Nanos now, 
     spec.dst_stage = m.dst_stage;
     spec.microbatch = m.microbatch;
     spec.needed_at = m.needed_at;
+    spec.connections = static_cast<int>(g.members.size()) * plan_.scenario.connections;
     g.id = arbiter_.request(spec, now);
     by_id_[g.id] = key;
     groups_.emplace(key, std::move(g));

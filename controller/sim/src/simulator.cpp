@@ -38,13 +38,20 @@ struct Event {
 class Simulation {
  public:
   Simulation(const workload::Plan& plan, const SimOptions& opt)
-      : plan_(plan), opt_(opt), sc_(plan.scenario), tp_(sc_.parallelism.tp), k_(sc_.connections) {
+      : plan_(plan),
+        opt_(opt),
+        sc_(plan.scenario),
+        tp_(sc_.parallelism.tp),
+        k_(sc_.connections),
+        window_(opt.tcp_window_bytes.value_or(workload::run_tcp_window(plan.scenario))) {
     if (sc_.iterations < 0) throw std::invalid_argument("simulate: negative iterations");
-    if (!(opt.tcp_window_bytes >= 0) || !(opt.initial_window_bytes > 0) || opt.progress_period_ns <= 0)
+    if (!(window_ >= 0) || !(opt.initial_window_bytes > 0) || opt.progress_period_ns <= 0)
       throw std::invalid_argument("simulate: tcp window, initial window and progress period must be positive");
     auto policy = arbiter::make_policy(sc_.policy);
     exclusive_ = policy->exclusive();
-    arb_ = std::make_unique<arbiter::Arbiter>(std::move(policy), opt.arbiter);
+    auto ao = opt.arbiter;
+    if (ao.tcp_window_bytes == 0) ao.tcp_window_bytes = window_;
+    arb_ = std::make_unique<arbiter::Arbiter>(std::move(policy), ao);
     build_network();
     build_groups();
   }
@@ -141,8 +148,8 @@ class Simulation {
       wan_.push_back(net_.add_link(rate));
       wan_delay_.push_back(l.params.delay.count());
       wan_rtt_.push_back(rtt);
-      wan_ceiling_.push_back(opt_.tcp_window_bytes > 0 && rtt > 0
-                                 ? opt_.tcp_window_bytes * 8e9 / static_cast<double>(rtt)
+      wan_ceiling_.push_back(window_ > 0 && rtt > 0
+                                 ? window_ * 8e9 / static_cast<double>(rtt)
                                  : kUnlimited);
       arb_->add_link({l.src, l.dst}, rate, rtt);
       totals_.push_back({l.src, l.dst, 0, 0});
@@ -411,6 +418,7 @@ class Simulation {
     spec.dst_stage = wd.stage;
     spec.microbatch = op.microbatch;
     spec.needed_at = needed_at(m.slot);
+    spec.connections = tp_ * k_;
     m.transfer = arb_->request(spec, now);
     if (by_transfer_.size() <= m.transfer) by_transfer_.resize(m.transfer + 1, kNone);
     by_transfer_[m.transfer] = id;
@@ -439,8 +447,8 @@ class Simulation {
     const double weight = static_cast<double>(tp_) * (m.link == kNoLink ? 1 : k_);
     double ceiling = m.ceiling;
     const double wire = m.payload * workload::kWireOverhead;
-    if (m.link != kNoLink && opt_.fifo_bursts && opt_.tcp_window_bytes > 0 && !opt_.slow_start &&
-        wire / weight <= opt_.tcp_window_bytes) {
+    if (m.link != kNoLink && opt_.fifo_bursts && window_ > 0 && !opt_.slow_start &&
+        wire / weight <= window_) {
       // A message within its connections' windows leaves at once and waits in the link's
       // queue whole: the link serves such bursts in arrival order, each at the full rate.
       m.burst = true;
@@ -456,9 +464,9 @@ class Simulation {
       const Nanos rto = std::max<Nanos>(200'000'000, wan_rtt_[m.link]);
       if (c.cwnd <= 0 || (sc_.tcp_slow_start_after_idle && c.last_active >= 0 && now - c.last_active > rto))
         c.cwnd = opt_.initial_window_bytes;
-      m.cwnd = std::min(c.cwnd, opt_.tcp_window_bytes);
+      m.cwnd = std::min(c.cwnd, window_);
       ceiling = m.cwnd * 8e9 / static_cast<double>(wan_rtt_[m.link]);
-      if (m.cwnd < opt_.tcp_window_bytes) push(now + wan_rtt_[m.link], Ev::slow_start, id);
+      if (m.cwnd < window_) push(now + wan_rtt_[m.link], Ev::slow_start, id);
     }
     m.flow = net_.start(path, wire, weight, ceiling, now);
     set_owner(m.flow, {false, id, m.link, m.payload});
@@ -480,9 +488,9 @@ class Simulation {
   void slow_start_step(std::uint32_t id, Nanos now) {
     auto& m = messages_[id];
     if (m.flow == kNone || !net_.active(m.flow)) return;
-    m.cwnd = std::min(opt_.tcp_window_bytes, 2 * m.cwnd);
+    m.cwnd = std::min(window_, 2 * m.cwnd);
     if (!m.paused) net_.set_ceiling(m.flow, m.cwnd * 8e9 / static_cast<double>(wan_rtt_[m.link]), now);
-    if (m.cwnd < opt_.tcp_window_bytes) push(now + wan_rtt_[m.link], Ev::slow_start, id);
+    if (m.cwnd < window_) push(now + wan_rtt_[m.link], Ev::slow_start, id);
   }
 
   double message_ceiling(const Message& m) const {
@@ -750,6 +758,7 @@ class Simulation {
   const workload::Scenario& sc_;
   const int tp_;
   const int k_;
+  const double window_;  // bytes one TCP connection keeps in flight; 0: no ceiling
   bool exclusive_ = false;
   std::unique_ptr<arbiter::Arbiter> arb_;
   bool arbiter_touched_ = false;

@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "wanlab/arbiter/arbiter.hpp"
+#include "wanlab/common/units.hpp"
 #include "wanlab/core/json_fields.hpp"
 
 namespace wanlab::workload {
@@ -23,7 +24,7 @@ constexpr std::string_view kCongestion[] = {"cubic", "bbr", "reno"};
 constexpr std::string_view kTopKeys[] = {
     "name",     "description",      "topology",      "model",      "gpu",      "parallelism",
     "schedule", "micro_batch_size", "micro_batches", "iterations", "warmup",   "connections",
-    "policy",   "compute",          "scale",         "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "prefill"};
+    "policy",   "compute",          "scale",         "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill"};
 constexpr std::string_view kPrefillKeys[] = {"model",  "arrival", "rate_per_s", "trace",           "loop",
                                              "prompt_tokens", "deadline_s", "margin", "loadgen", "decode",
                                              "inference_nodes", "scale"};
@@ -300,6 +301,33 @@ class ScenarioParser {
       if (auto b = as_bool(*v, "/tcp_slow_start_after_idle", d_)) s_.tcp_slow_start_after_idle = *b;
     if (const json* v = find(doc, "tcp_congestion"))
       if (auto cc = as_choice(*v, "/tcp_congestion", "a TCP congestion control", kCongestion, d_)) s_.tcp_congestion = *cc;
+    if (const json* v = find(doc, "tcp_window")) tcp_window(*v);
+  }
+
+  // A size at full scale: "3MiB", "256KB" or a number of bytes.
+  void tcp_window(const json& v) {
+    const std::string path = "/tcp_window";
+    std::uint64_t bytes = 0;
+    if (v.is_string()) {
+      const auto b = parse_bytes(v.get<std::string>());
+      if (!b) {
+        d_.add(path, b.error);
+        return;
+      }
+      bytes = b.value.value;
+    } else if (v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0)) {
+      bytes = v.get<std::uint64_t>();
+    } else {
+      d_.add(path, fmt::format("expected a size such as \"3MiB\" (the most one TCP connection keeps in flight at "
+                               "full size), got {}",
+                               v.dump()));
+      return;
+    }
+    if (bytes < 4096 || bytes > (std::uint64_t{1} << 30)) {
+      d_.add(path, fmt::format("{} bytes: give 4KiB to 1GiB", bytes));
+      return;
+    }
+    s_.tcp_window = bytes;
   }
 
   void placement(const json* v) {
@@ -642,6 +670,7 @@ json to_json(const Scenario& s) {
          {"seed", s.seed},
          {"tcp_slow_start_after_idle", s.tcp_slow_start_after_idle},
          {"tcp_congestion", s.tcp_congestion}};
+  if (s.tcp_window) j["tcp_window"] = *s.tcp_window;
   if (!s.description.empty()) j["description"] = s.description;
   if (!s.placement.empty()) j["placement"] = s.placement;
   if (s.prefill) {

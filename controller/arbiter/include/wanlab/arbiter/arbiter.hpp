@@ -11,11 +11,13 @@
 //     the link, as TCP would;
 //   - exclusive policies (`atlas`, `priority`): one transfer owns the link at a time, for a
 //     window of bytes / rate plus a slack of one RTT; the policy orders the pending ones.
-//     A transfer too small to fill the link within one RTT (bytes / rate < RTT) cannot use
-//     more than bytes / RTT of it whatever it is given, so it owns only that share: such
-//     transfers get windows side by side, in order, while their shares fit the link. A
-//     short message thus never holds the whole link idle for an RTT, and transfers of at
-//     least one bandwidth-delay product always have the link alone.
+//     A transfer that cannot fill the link alone owns only the share it can use: one too
+//     small to fill it within one RTT (bytes / rate < RTT) moves at most bytes / RTT, and
+//     one carried by c TCP connections whose windows are W moves at most c W / RTT. Such
+//     transfers get windows side by side, in order, until their shares fill the link (the
+//     last one admitted may overfill it a little: a link is never left partly idle while
+//     transfers wait). A short or window-limited transfer thus never holds the whole link
+//     idle, and transfers that can fill the link always have it alone.
 // A window ends when its transfer has put all its bytes on the link (progress reports; the
 // next one may start while the last bytes propagate), completes, or stalls after some
 // progress (a TCP timeout: it finishes beside the next window). A window that reaches its
@@ -56,6 +58,9 @@ struct TransferSpec {
   /// When the receiving GPU would otherwise go idle waiting for it, from the known schedule
   /// (any origin; only compared within an iteration). Orders `atlas`.
   Nanos needed_at = 0;
+  /// TCP connections that carry it; with ArbiterOptions::tcp_window_bytes they cap its rate
+  /// at connections x window / RTT. 0: not limited by windows.
+  int connections = 0;
 };
 
 using TransferId = std::uint64_t;
@@ -141,6 +146,10 @@ struct ArbiterOptions {
   /// Exclusive policies: transfers shorter than an RTT at the link rate share the link
   /// side by side (see above); false: strictly one window at a time.
   bool pack_small_transfers = true;
+  /// The most one TCP connection keeps in flight (its receive window), in bytes: a
+  /// transfer on `connections` connections moves at most connections x this / RTT, and
+  /// owns only that share of a faster link. 0: no window limit.
+  double tcp_window_bytes = 0;
 };
 
 class Arbiter {

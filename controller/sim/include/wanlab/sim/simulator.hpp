@@ -67,9 +67,9 @@ struct SimOptions {
   /// unshaped veths), where a message inside a DC takes only the LAN delay.
   std::optional<double> lan_rate_bps;
   /// The most one TCP connection keeps in flight (bytes): its rate stays below
-  /// window / RTT. Linux's default buffers (tcp_rmem max 6 MiB, half of it for data)
-  /// allow about 3 MiB. 0: no ceiling.
-  double tcp_window_bytes = 3.0 * 1024 * 1024;
+  /// window / RTT. nullopt: what the lab runs with (workload::run_tcp_window: the
+  /// scenario's tcp_window x scale, or about 3 MiB, Linux's default buffers). 0: no ceiling.
+  std::optional<double> tcp_window_bytes;
   /// TCP slow start: a connection's window starts at `initial_window_bytes` and doubles
   /// every RTT while it sends, up to tcp_window_bytes; it keeps what it reached between
   /// messages (with the scenario's tcp_slow_start_after_idle, it starts over after an idle

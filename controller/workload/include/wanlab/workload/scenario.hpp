@@ -126,11 +126,24 @@ struct Scenario {
   /// TCP congestion control of the data connections (TCP_CONGESTION): Linux's default,
   /// cubic, unless the scenario names another the kernel has (bbr, reno...).
   std::string tcp_congestion = "cubic";
+  /// The most one WAN TCP connection keeps in flight, at full size (bytes); the lab clamps
+  /// each WAN data connection's receive window to this x scale (TCP_WINDOW_CLAMP), so the
+  /// window keeps its ratio to the bandwidth-delay product when bytes and rates are scaled.
+  /// nullopt: the nodes' own buffers (Linux's default tcp_rmem allows about 3 MiB), not scaled.
+  std::optional<std::uint64_t> tcp_window;
   /// placement[stage][dp replica] = DC name; empty: the Atlas rule places the stages.
   std::vector<std::vector<std::string>> placement;
   /// BubbleTea prefill load; none: training only.
   std::optional<PrefillSpec> prefill;
 };
+
+/// Linux's default receive buffer (tcp_rmem max 6 MiB) keeps about half in flight.
+inline constexpr double kDefaultTcpWindowBytes = 3.0 * 1024 * 1024;
+/// The window one WAN TCP connection of the run keeps in flight (bytes on the wire, as
+/// run): the scenario's tcp_window x scale, or Linux's default when it sets none.
+inline double run_tcp_window(const Scenario& s) {
+  return s.tcp_window ? static_cast<double>(*s.tcp_window) * s.scale : kDefaultTcpWindowBytes;
+}
 
 /// Reads, parses and validates a scenario file. Throws core::ConfigError listing every
 /// problem (unreadable file, bad JSON with line/column, all validation errors at once).
