@@ -124,10 +124,18 @@ TEST_CASE("k TCP connections fill a 200 ms link that one connection cannot", "[r
   const auto topo = write_topology("wlconn", 1, 1, "200ms", "800Mbit");
   auto scen1 = write_scenario("wlconn-k1", topo, {{"pp", 2}, {"dp", 1}, {"tp", 1}}, "gpipe", 6, 1, 1.0, 2);
   auto scen4 = write_scenario("wlconn-k4", topo, {{"pp", 2}, {"dp", 1}, {"tp", 1}}, "gpipe", 6, 4, 1.0, 2);
+  // k = 1 with the scenario's window: 4 MiB, so at most 4 MiB per 200 ms, 168 Mbit/s.
+  auto scenw = write_scenario("wlconn-w", topo, {{"pp", 2}, {"dp", 1}, {"tp", 1}}, "gpipe", 6, 1, 1.0, 2);
+  {
+    auto doc = nlohmann::json::parse(std::ifstream(scenw));
+    doc["tcp_window"] = "4MiB";
+    std::ofstream(scenw) << doc.dump(2);
+  }
   run(test::wanlab() + " down wlconn");
   REQUIRE(run(test::wanlab() + " up " + topo).code == 0);
   const auto k1 = run_scenario(scen1, tmp("wlconn-k1"));
   const auto k4 = run_scenario(scen4, tmp("wlconn-k4"));
+  const auto kw = run_scenario(scenw, tmp("wlconn-w"));
   run(test::wanlab() + " down wlconn");
   // What the link delivered at best over half a second (links.csv, payload bytes): the
   // activations of a whole GPipe forward phase are in flight then.
@@ -157,6 +165,17 @@ TEST_CASE("k TCP connections fill a 200 ms link that one connection cannot", "[r
                                                   << " s), k=4 at " << p4 << " Mbit/s (iteration "
                                                   << k4.at("iteration_time_s").at("mean") << " s)");
   CHECK(p4 > 1.3 * p1);
+
+  // The scenario's window holds the one connection to about window / RTT (the kernel sizes
+  // the window from the receive buffer at its own payload-to-memory ratio: 17 % above
+  // here, 185-196 Mbit/s), and it uses it; without it the connection reaches 440 Mbit/s.
+  const double pw = peak(tmp("wlconn-w"));
+  const double window_rate = 4.0 * 1024 * 1024 * 8 / 0.2 / 1e6;
+  WARN("tcp_window 4MiB: k=1 peaks at " << pw << " Mbit/s (window / RTT " << window_rate << " Mbit/s; iteration "
+                                        << kw.at("iteration_time_s").at("mean") << " s)");
+  CHECK(pw <= 1.25 * window_rate);
+  CHECK(pw >= 0.6 * window_rate);
+  CHECK(pw < 0.7 * p1);
 }
 
 TEST_CASE("an atlas run: every WAN transfer in a window, nothing on the link before its grant", "[run][atlas]") {
