@@ -145,6 +145,43 @@ TEST_CASE("D pipelines sending S bytes at once over one link: fair vs atlas", "[
   }
 }
 
+TEST_CASE("slow start: a message on a fresh connection takes log2(S / IW + 1) round trips", "[unit][sim]") {
+  // One pipeline of 2 stages over a fast link (the rate never binds): without slow start
+  // the activations arrive one-way delay after they leave; with it the connection's window
+  // starts at 10 segments and doubles every RTT, so k = ceil(log2(S / IW + 1)) round trips.
+  auto topo = testing::lab({{{"name", "a"}, {"nodes", 1}, {"gpus_per_node", 1}},
+                            {{"name", "b"}, {"nodes", 1}, {"gpus_per_node", 1}}});
+  for (auto& l : topo.links) l.params.rate.bps = 1'000'000'000'000;  // 1 Tbit/s
+  auto s = testing::scenario(2, 1, 1, 1);
+  s.iterations = 1;
+  s.warmup = 0;
+  s.connections = 1;
+  s.micro_batch_size = 64;  // a message of some 0.5 MB: several rounds
+  const auto plan = plan_of(s, topo);
+  const double bytes = static_cast<double>(plan.pipeline_message_bytes) * kWireOverhead;
+  const double delay = static_cast<double>(topo.links[0].params.delay.count()) / 1e9;
+  const double rtt = 2 * delay;
+  auto arrival = [&](bool slow_start) {
+    sim::SimOptions opt;
+    opt.tcp_window_bytes = 1e12;
+    opt.slow_start = slow_start;
+    const auto r = sim::simulate(plan, opt);
+    const double t0 = static_cast<double>(first_span(r.reports[0], SpanKind::forward, 0)->end_ns) / 1e9;
+    const auto* wait = first_span(r.reports[static_cast<std::size_t>(worker_id(s.parallelism, 1, 0, 0))],
+                                  SpanKind::recv_wait, 0);
+    REQUIRE(wait != nullptr);
+    return static_cast<double>(wait->end_ns) / 1e9 - t0;
+  };
+  const double iw = sim::SimOptions{}.initial_window_bytes;
+  const double k = std::ceil(std::log2(bytes / iw + 1));
+  INFO("message " << bytes << " bytes, initial window " << iw << ", " << k << " rounds of " << rtt * 1e3 << " ms");
+  REQUIRE(k >= 3);  // the check means something only when slow start takes several rounds
+  CHECK(arrival(false) == Approx(delay).margin(1e-3));
+  const double with = arrival(true) - delay;
+  CHECK(with >= (k - 1) * rtt - 1e-3);
+  CHECK(with <= k * rtt + 1e-3);
+}
+
 TEST_CASE("a ring all-reduce takes 2(n-1) chunk transfers after its last rank enters", "[unit][sim]") {
   // three-dc-7b: per stage a ring of 4 replicas on 4 nodes, each node's link carrying its
   // 8 TP ranks' rings. With 10 Gbit/s node links and no LAN delay, each hop moves
