@@ -2,6 +2,7 @@
 // admission, and GPU sharing with preemption at layer boundaries.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -22,6 +23,29 @@ constexpr Ns kMs = 1'000'000;
 bubbletea::Request req(int id, Ns at, double flops, Ns deadline = 10'000 * kMs) {
   return {id, at, 1024, flops, at + deadline};
 }
+
+// Starts `runner` and gives it job 1 of `layers` layers, its prompt already arrived.
+void run_one_job(agent::PrefillRunner& runner, int layers, double flops_per_layer) {
+  runner.start(agent::Clock::now());
+  agent::PrefillJob job;
+  job.id = 1;
+  job.layers = layers;
+  job.flops_per_layer = flops_per_layer;
+  runner.add(job);
+  runner.prompt_arrived(1);
+}
+
+// What a runner reported: its last outcome and how many.
+struct Reports {
+  agent::PrefillOutcome last;
+  std::atomic<int> done{0};
+  agent::PrefillRunner::Done callback() {
+    return [this](const agent::PrefillJob&, const agent::PrefillOutcome& o) {
+      last = o;
+      ++done;
+    };
+  }
+};
 
 }  // namespace
 
@@ -168,14 +192,7 @@ TEST_CASE("training preempts a running prefill at the next layer boundary", "[bu
     outcome = o;
     cv.notify_all();
   });
-  const auto start = agent::Clock::now();
-  runner.start(start);
-  agent::PrefillJob job;
-  job.id = 1;
-  job.layers = 20;
-  job.flops_per_layer = 5e9;
-  runner.add(job);
-  runner.prompt_arrived(1);
+  run_one_job(runner, 20, 5e9);
   share.training_idle();  // no expectation of when training returns
   std::this_thread::sleep_for(milliseconds(22));
   const auto t0 = agent::Clock::now();
@@ -206,19 +223,10 @@ TEST_CASE("training preempts a running prefill at the next layer boundary", "[bu
 TEST_CASE("a prefill does not start a layer that would run into training's expected return", "[bubbletea]") {
   using namespace std::chrono;
   agent::GpuShare share;
-  std::atomic<int> done{0};
-  agent::PrefillOutcome last;
-  agent::PrefillRunner runner(share, 1e12, -1, [&](const agent::PrefillJob&, const agent::PrefillOutcome& o) {
-    last = o;
-    ++done;
-  });
-  runner.start(agent::Clock::now());
-  agent::PrefillJob job;
-  job.id = 1;
-  job.layers = 4;
-  job.flops_per_layer = 200e9;  // 200 ms layers
-  runner.add(job);
-  runner.prompt_arrived(1);
+  Reports reports;
+  auto& [last, done] = reports;
+  agent::PrefillRunner runner(share, 1e12, -1, reports.callback());
+  run_one_job(runner, 4, 200e9);  // 200 ms layers
   share.training_idle(agent::Clock::now() + milliseconds(100));  // back in 100 ms: no layer fits
   std::this_thread::sleep_for(milliseconds(20));
   const auto t0 = agent::Clock::now();
@@ -234,19 +242,10 @@ TEST_CASE("a prefill does not start a layer that would run into training's expec
 TEST_CASE("a prefill stopped while preempted reports each span once", "[bubbletea]") {
   using namespace std::chrono;
   agent::GpuShare share;
-  agent::PrefillOutcome last;
-  std::atomic<int> done{0};
-  agent::PrefillRunner runner(share, 1e12, -1, [&](const agent::PrefillJob&, const agent::PrefillOutcome& o) {
-    last = o;
-    ++done;
-  });
-  runner.start(agent::Clock::now());
-  agent::PrefillJob job;
-  job.id = 1;
-  job.layers = 50;
-  job.flops_per_layer = 2e9;  // 2 ms layers
-  runner.add(job);
-  runner.prompt_arrived(1);
+  Reports reports;
+  auto& [last, done] = reports;
+  agent::PrefillRunner runner(share, 1e12, -1, reports.callback());
+  run_one_job(runner, 50, 2e9);  // 2 ms layers
   share.training_idle();
   std::this_thread::sleep_for(milliseconds(10));
   share.training_busy();  // preempted with layers left

@@ -51,9 +51,9 @@ std::string timeline_mode(const SimFlags& flags, std::size_t gpus) {
   return gpus <= kFullTimelineGpus ? "full" : "per-stage";
 }
 
-json options_json(const sim::SimOptions& o, const std::string& timeline) {
+json options_json(const sim::SimOptions& o, const workload::Scenario& s, const std::string& timeline) {
   return {{"lan_rate_bps", o.lan_rate_bps ? json(*o.lan_rate_bps) : json(nullptr)},
-          {"tcp_window_bytes", o.tcp_window_bytes ? json(*o.tcp_window_bytes) : json("scenario")},
+          {"tcp_window_bytes", o.tcp_window_bytes.value_or(workload::run_tcp_window(s))},
           {"slow_start", o.slow_start},
           {"progress_period_ms", static_cast<double>(o.progress_period_ns) / 1e6},
           {"traces", o.traces.size()},
@@ -143,7 +143,7 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
       auto summary = run::make_summary(plan, topo, r.reports, samples, meta);
       const auto timeline = timeline_mode(flags, plan.workers.size());
       all_full = all_full && timeline == "full";
-      summary["simulation"] = options_json(options, timeline);
+      summary["simulation"] = options_json(options, scen, timeline);
       summary["simulation"]["wall_s"] = wall;
       summary["simulation"]["stats"] = {{"events", r.stats.events},
                                         {"flows", r.stats.flows},
@@ -204,7 +204,7 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
                  {"baseline", baseline},
                  {"policies", policies},
                  {"connections", connections},
-                 {"simulation", options_json(options, timeline_mode(flags, static_cast<std::size_t>(
+                 {"simulation", options_json(options, scenario, timeline_mode(flags, static_cast<std::size_t>(
                                                                               scenario.parallelism.gpus())))},
                  {"variants", done},
                  {"skipped", skipped}};

@@ -103,12 +103,11 @@ nlohmann::json RunCoordinator::assignment(const std::string& node) const {
     // bursts of whole TCP windows that overflow the link's queue when the window opens.
     nlohmann::json pacing = nlohmann::json::object();
     const auto& sc = plan_.scenario;
-    for (std::size_t d = 0; d < topo_.dcs.size(); ++d)
-      if (topo_.dcs[d].name == dc)
-        for (const auto& l : topo_.links)
-          if (l.src == d)
-            pacing[topo_.dcs.at(l.dst).name] = static_cast<std::uint64_t>(std::llround(
-                static_cast<double>(l.params.rate.bps) * sc.scale / 8 / (sc.parallelism.tp * sc.connections)));
+    const auto my_dc = topo_.dc_index(dc);
+    for (const auto& l : topo_.links)
+      if (l.src == my_dc)
+        pacing[topo_.dcs.at(l.dst).name] = static_cast<std::uint64_t>(std::llround(
+            static_cast<double>(l.params.rate.bps) * sc.scale / 8 / (sc.parallelism.tp * sc.connections)));
     out["pacing"] = std::move(pacing);
   }
   if (plan_.scenario.tcp_window)
