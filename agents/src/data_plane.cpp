@@ -64,6 +64,7 @@ struct DataPlane::Conn {
   std::array<unsigned char, 32> header{};
   std::uint64_t tag = 0, left = 0, stripe = 0;
   std::vector<char> scratch;
+  bool clamped = false;  // its receive window is held to the scenario's (window_clamp_)
   // Send side: stripes waiting, the one being written.
   struct Stripe {
     std::array<unsigned char, 32> header;
@@ -146,19 +147,18 @@ void DataPlane::read_hello(std::shared_ptr<Conn> c) {
                        c->socket.close();
                        return;
                      }
-                     // The clamp alone does not hold: receive-buffer autotuning raises it with
-                     // the buffer, and recent kernels reset it to the buffer's window whenever
-                     // their payload-to-memory ratio estimate changes. So the buffer is sized
-                     // too (SO_RCVBUF, fixed from then on; the kernel doubles the value) for a
-                     // window of the clamp at the ratio measured on the lab's veths with 157 KB
-                     // windows at 68 ms (0.62: 156,672 bytes advertised for 157,286); larger
-                     // windows see larger aggregates and a higher ratio (4 MiB at 200 ms: up to
-                     // 17 % more). The clamp bounds it where the kernel keeps it.
-                     const int rcvbuf = static_cast<int>(std::ceil(window_clamp_ / (2 * 0.62)));
-                     if (window_clamp_ > 0 && clamped_senders_.count(c->src) &&
+                     // The clamp alone does not hold: recent kernels reset it to the
+                     // buffer's window (buffer x their payload-to-memory ratio, from ~0.6 for
+                     // MTU-sized packets to ~0.95 for 64 KB aggregates) whenever that ratio
+                     // estimate changes, and buffer autotuning raises it with the buffer.
+                     // So the buffer is fixed (SO_RCVBUF; the kernel doubles the value) to
+                     // twice the window, which it covers at any ratio above 0.5, and the clamp
+                     // is set again at every read (clamp_window): it holds from then on.
+                     c->clamped = window_clamp_ > 0 && clamped_senders_.count(c->src) > 0;
+                     const int rcvbuf = window_clamp_;
+                     if (c->clamped &&
                          (::setsockopt(c->socket.native_handle(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0 ||
-                          ::setsockopt(c->socket.native_handle(), IPPROTO_TCP, TCP_WINDOW_CLAMP, &window_clamp_,
-                                       sizeof window_clamp_) != 0)) {
+                          !clamp_window(*c))) {
                        fail(fmt::format("data connection {}->{} from {}: receive window of {} bytes: {}", c->src,
                                         c->dst, c->peer, window_clamp_, std::strerror(errno)));
                        return;
@@ -209,10 +209,16 @@ void DataPlane::read_payload(std::shared_ptr<Conn> c) {
       return;
     }
     c->left -= got;
+    if (c->clamped) clamp_window(*c);
     if (c->left > 0) return read_payload(c);
     delivered(c->src, c->dst, c->tag, c->stripe);
     read_header(c);
   });
+}
+
+bool DataPlane::clamp_window(Conn& c) {
+  return ::setsockopt(c.socket.native_handle(), IPPROTO_TCP, TCP_WINDOW_CLAMP, &window_clamp_, sizeof window_clamp_) ==
+         0;
 }
 
 void DataPlane::set_congestion(Conn& c) {

@@ -83,8 +83,9 @@ class DataPlane {
   /// empty: the node's default. Set before listen().
   void set_congestion(std::string name) { congestion_ = std::move(name); }
   /// Clamps the receive window of incoming connections from `senders` to `bytes`
-  /// (TCP_WINDOW_CLAMP, set when their hello arrives, before any data): each keeps at most
-  /// that in flight. 0: the node's buffers decide. Set before listen().
+  /// (TCP_WINDOW_CLAMP, set when their hello arrives, before any data, and again at every
+  /// read, since the kernel resets it when its buffer accounting changes): each keeps at
+  /// most that in flight. 0: the node's buffers decide. Set before listen().
   void set_window_clamp(int bytes, std::set<int> senders) {
     window_clamp_ = bytes;
     clamped_senders_ = std::move(senders);
@@ -127,6 +128,7 @@ class DataPlane {
   int window_clamp_ = 0;
   std::set<int> clamped_senders_;
   void set_congestion(Conn& c);
+  bool clamp_window(Conn& c);
 
   mutable std::mutex mutex_;  // inbox_, incoming count, error_
   std::condition_variable cv_;

@@ -166,9 +166,9 @@ TEST_CASE("k TCP connections fill a 200 ms link that one connection cannot", "[r
                                                   << k4.at("iteration_time_s").at("mean") << " s)");
   CHECK(p4 > 1.3 * p1);
 
-  // The scenario's window holds the one connection to about window / RTT (the kernel sizes
-  // the window from the receive buffer at its own payload-to-memory ratio: 17 % above
-  // here, 185-196 Mbit/s), and it uses it; without it the connection reaches 440 Mbit/s.
+  // The scenario's window holds the one connection to about window / RTT (201 Mbit/s at
+  // best over half a second here, against 168), and it uses it; without it the connection
+  // reaches 440-510 Mbit/s.
   const double pw = peak(tmp("wlconn-w"));
   const double window_rate = 4.0 * 1024 * 1024 * 8 / 0.2 / 1e6;
   WARN("tcp_window 4MiB: k=1 peaks at " << pw << " Mbit/s (window / RTT " << window_rate << " Mbit/s; iteration "

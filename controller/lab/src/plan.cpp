@@ -53,8 +53,10 @@ void plan_dc(const core::Topology& topo, std::size_t k, const PlanOptions& optio
   ops.push_back(SetSysctl{gw, "net/ipv4/ip_forward", "1"});
   ops.push_back(SetUp{gw, "lo"});
   ops.push_back(CreateVeth{router, if_router_to(dc.name), gw, if_gateway_wan(dc.name), mtu});
-  // Segment and checksum before the WAN, so it carries real packets (netlink/offloads.hpp).
-  ops.push_back(DisableOffloads{gw, if_gateway_wan(dc.name)});
+  // Kernel backend: segment and checksum before the WAN, so its qdiscs see real packets
+  // (netlink/offloads.hpp). The userspace engine takes GSO super-frames and accounts for
+  // them as their segments (shaping/gso.hpp).
+  if (options.backend == Backend::kernel) ops.push_back(DisableOffloads{gw, if_gateway_wan(dc.name)});
   ops.push_back(SetAlias{router, if_router_to(dc.name), fmt::format("wanlab {} router->{}", lab, dc.name)});
   ops.push_back(SetAlias{gw, if_gateway_wan(dc.name), fmt::format("wanlab {} {}->router", lab, dc.name)});
   ops.push_back(AddAddress{router, if_router_to(dc.name), core::transit_router_side(ik)});

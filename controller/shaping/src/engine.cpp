@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "wanlab/shaping/flow_gate.hpp"
+#include "wanlab/shaping/gso.hpp"
 
 namespace wanlab::shaping {
 namespace {
@@ -92,6 +93,18 @@ class EventHeap {
   std::vector<std::size_t> pos_;
 };
 
+// What a pool slot holds besides its bytes.
+struct SlotMeta {
+  std::uint32_t len = 0;       // frame bytes
+  std::uint32_t wire = 0;      // bytes on the wire: the segments' frames together (gso.hpp)
+  std::uint32_t segments = 1;  // packets on the wire
+};
+
+// A slot's layout: the frame's virtio-net header ends where the frame starts, at
+// kFrameOffset, so both go to a TX ring in one copy.
+constexpr std::uint32_t kFrameOffset = 16;
+constexpr std::uint32_t kVnetOffset = kFrameOffset - sizeof(VnetHdr);
+
 // Fixed-size frame slots, mapped without reserving memory; a LIFO free list keeps the
 // slots in use (and so the memory touched) as few as the peak occupancy.
 class Pool {
@@ -130,14 +143,46 @@ class Pool {
     len_.resize(slots);
   }
   std::uint8_t* data(std::uint32_t s) { return mem_ + static_cast<std::size_t>(s) * slot_size_; }
-  std::uint32_t& len(std::uint32_t s) { return len_[s]; }
+  SlotMeta& meta(std::uint32_t s) { return len_[s]; }
+  std::uint32_t slot_size() const { return slot_size_; }
 
  private:
   std::uint32_t slot_size_;
   std::uint8_t* mem_ = nullptr;
   std::size_t bytes_ = 0;
-  std::vector<std::uint32_t> len_;
+  std::vector<SlotMeta> len_;
   std::vector<std::uint32_t> free_;
+};
+
+// Two pools: slots the size of a small ring's (MTU-sized frames) and 64 KiB ones for
+// super-frames. A handle's top bit says which.
+class Pools {
+ public:
+  static constexpr std::uint32_t kBig = 1u << 31;
+  Pools(std::size_t small_slots, std::uint32_t small_size, std::size_t big_slots, std::uint32_t big_size)
+      : small_(small_slots, small_size), big_(big_slots, big_size) {}
+  /// A slot for a frame of `len` bytes.
+  std::optional<std::uint32_t> alloc(std::uint32_t len) {
+    if (kFrameOffset + len <= small_.slot_size()) return small_.alloc();
+    if (kFrameOffset + len > big_.slot_size()) return std::nullopt;
+    auto s = big_.alloc();
+    if (!s) return s;
+    return *s | kBig;
+  }
+  void release(std::uint32_t h) { h & kBig ? big_.release(h & ~kBig) : small_.release(h); }
+  std::uint8_t* frame(std::uint32_t h) { return base(h) + kFrameOffset; }
+  VnetHdr* vnet(std::uint32_t h) { return reinterpret_cast<VnetHdr*>(base(h) + kVnetOffset); }
+  SlotMeta& meta(std::uint32_t h) { return h & kBig ? big_.meta(h & ~kBig) : small_.meta(h); }
+  std::size_t size() const { return small_.size(); }
+  /// Room for `slots` small frames and a quarter as many super-frames.
+  void grow(std::size_t slots) {
+    small_.grow(slots);
+    big_.grow(slots / 4);
+  }
+
+ private:
+  std::uint8_t* base(std::uint32_t h) { return h & kBig ? big_.data(h & ~kBig) : small_.data(h); }
+  Pool small_, big_;
 };
 
 // Packets a link may hold at once: its queue limit plus what propagates in two
@@ -168,10 +213,13 @@ Mac interface_mac(const netlink::Netns& ns, const std::string& ifname) {
 
 struct Engine::Impl {
   EngineConfig cfg;
-  std::vector<std::unique_ptr<PacketSocket>> sockets;  // per port
+  // Per port: the sockets for MTU-sized frames and for super-frames (packet_socket.hpp).
+  std::vector<std::unique_ptr<PacketSocket>> sockets, big_sockets;
+  std::uint32_t small_max = 0;  // largest frame the small rings carry
+  std::vector<std::uint8_t> last_tx_big;  // per port: the socket the last frame went to
   std::vector<std::unique_ptr<LinkModel>> models;      // per link
   std::vector<std::uint32_t> link_of;                  // [src * ports + dst] -> link or kNoLink
-  std::unique_ptr<Pool> pool;
+  std::unique_ptr<Pools> pool;
   std::size_t pool_slots = 0;  // for the links' own packets; the gates' come on top
   std::vector<std::unique_ptr<FlowGates>> gates;  // per link; null: no gated flows
   EventHeap heap;
@@ -218,7 +266,9 @@ struct Engine::Impl {
     const auto t0 = std::chrono::steady_clock::now();
     // Twice the starting capacities leaves room for links changed to a larger rate x delay.
     pool_slots = std::min<std::size_t>(std::max<std::size_t>(2 * capacity, 1u << 18), 4u << 20);
-    pool = std::make_unique<Pool>(pool_slots, cfg.ring.frame_size);
+    // Super-frame slots (64 KiB of address space each): a quarter as many, at most 64 Ki.
+    pool = std::make_unique<Pools>(pool_slots, cfg.ring.small.frame_size,
+                                   std::min<std::size_t>(pool_slots / 4, 1u << 16), cfg.ring.big.frame_size);
     const auto t1 = std::chrono::steady_clock::now();
     open_sockets(router);
     const auto t2 = std::chrono::steady_clock::now();
@@ -240,13 +290,24 @@ struct Engine::Impl {
   // Each ring setup waits for an RCU grace period in the kernel; opening the sockets in
   // parallel lets those waits overlap (one lab-wide wait instead of two per DC).
   void open_sockets(const netlink::Netns& router) {
-    sockets.resize(cfg.ports.size());
-    std::vector<std::exception_ptr> errors(cfg.ports.size());
+    const std::size_t n = cfg.ports.size();
+    sockets.resize(n);
+    big_sockets.resize(n);
+    last_tx_big.assign(n, 0);
+    small_max = ring_max_frame(cfg.ring.small);
+    const std::uint32_t big_max = ring_max_frame(cfg.ring.big);
+    if (big_max <= small_max) throw std::invalid_argument("ring geometry: big slots must be larger than small ones");
+    std::vector<std::exception_ptr> errors(2 * n);
     std::vector<std::thread> threads;
-    for (std::size_t i = 0; i < cfg.ports.size(); ++i)
+    for (std::size_t i = 0; i < 2 * n; ++i)
       threads.emplace_back([&, i] {
         try {
-          sockets[i] = std::make_unique<PacketSocket>(router, cfg.ports[i].ifname, cfg.ring);
+          const std::size_t port = i % n;
+          if (i < n)
+            sockets[port] = std::make_unique<PacketSocket>(router, cfg.ports[port].ifname, cfg.ring.small, 0, small_max);
+          else
+            big_sockets[port] =
+                std::make_unique<PacketSocket>(router, cfg.ports[port].ifname, cfg.ring.big, small_max + 1, big_max);
         } catch (...) {
           errors[i] = std::current_exception();
         }
@@ -291,7 +352,7 @@ struct Engine::Impl {
     m.lost().clear();
   }
 
-  void on_frame(std::size_t port, const std::uint8_t* f, std::uint32_t len, Nanos arrival) {
+  void on_frame(std::size_t port, const VnetHdr& vnet, const std::uint8_t* f, std::uint32_t len, Nanos arrival) {
     stats.rx_frames++;
     if (len == 0) {
       stats.truncated++;
@@ -324,25 +385,72 @@ struct Engine::Impl {
       stats.unroutable++;
       return;
     }
-    auto& m = *models[id];
-    auto slot = pool->alloc();
-    if (!slot) {
-      stats.pool_exhausted++;
-      m.counters().packets_in++;
-      m.counters().bytes_in += len;
-      m.counters().dropped_queue++;
+    const GsoInfo info = gso_info(vnet, f, len);
+    const std::uint32_t per = chunk_segments(info, models[id]->params());
+    if (info.segments > 1) stats.gso_frames++;
+    if (per >= info.segments) {
+      auto slot = pool->alloc(len);
+      if (!slot) return pool_exhausted(id, info.wire_bytes, info.segments);
+      std::memcpy(pool->frame(*slot), f, len);
+      *pool->vnet(*slot) = vnet;
+      pool->vnet(*slot)->flags &= kVnetNeedsCsum;  // (receive-only flags, e.g. DATA_VALID, do not go back)
+      pool->meta(*slot) = {len, info.wire_bytes, info.segments};
+      enter(id, *slot, arrival);
       return;
     }
-    std::memcpy(pool->data(*slot), f, len);
-    pool->len(*slot) = len;
+    stats.gso_split++;
+    std::uint32_t cur = 0;
+    split(
+        vnet, f, len, info, per,
+        [&](std::uint32_t clen, std::uint32_t count) -> std::uint8_t* {
+          auto slot = pool->alloc(clen);
+          if (!slot) {
+            pool_exhausted(id, clen + (count - 1) * info.header, count);
+            return nullptr;
+          }
+          cur = *slot;
+          return pool->frame(cur);
+        },
+        [&](std::uint32_t clen, std::uint32_t count, const VnetHdr& v) {
+          *pool->vnet(cur) = v;
+          pool->meta(cur) = {clen, clen + (count - 1) * info.header, count};
+          enter(id, cur, arrival);
+        });
+  }
+
+  // Segments per unit the link's model gets from a super-frame: single packets on a lossy
+  // link, else chunks of at most kMaxBurstNs on its serializer; and never more than a
+  // quarter of its queue limit, which a whole unit must fit.
+  static std::uint32_t chunk_segments(const GsoInfo& info, const LinkModelParams& p) {
+    if (!info.splittable) return info.segments;
+    std::uint32_t per = p.loss.lossless() ? segments_per_chunk(info, p.rate.bps) : 1;
+    const std::uint64_t quarter = p.queue.unit == QueueLimit::Unit::packets
+                                      ? p.queue.value / 4
+                                      : p.queue.value / (4ull * (info.header + info.segment));
+    return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(quarter, 1, per));
+  }
+
+  void pool_exhausted(std::uint32_t id, std::uint32_t wire, std::uint32_t segments) {
+    stats.pool_exhausted++;
+    auto& c = models[id]->counters();
+    c.packets_in += segments;
+    c.bytes_in += wire;
+    c.dropped_queue += segments;
+  }
+
+  // A frame in `slot` enters link `id`: through its flow's gate, if the link has gated
+  // flows, then into the model.
+  void enter(std::uint32_t id, std::uint32_t slot, Nanos arrival) {
+    auto& m = *models[id];
+    const SlotMeta meta = pool->meta(slot);
     FlowGates* g = gates[id].get();
     if (g) {  // the link has gated flows
-      const int flow = g->classify_frame(f, len);
+      const int flow = g->classify_frame(pool->frame(slot), meta.len);
       std::uint32_t dropped = 0;
       if (flow != FlowClassifier::kNone) {
-        switch (g->admit(flow, *slot, len, dropped)) {
+        switch (g->admit(flow, slot, meta.wire, dropped)) {
           case FlowGates::Verdict::pass:
-            g->entered(flow, len, arrival);
+            g->entered(flow, meta.wire, arrival);
             break;
           case FlowGates::Verdict::held:
             return;
@@ -356,7 +464,7 @@ struct Engine::Impl {
     m.advance(arrival);
     free_lost(m);
     if (g && g->draining()) feed(*g, m, arrival);  // held packets first
-    if (m.arrive(*slot, len, arrival) == LinkModel::Verdict::dropped_queue) pool->release(*slot);
+    if (m.arrive(slot, meta.wire, arrival, meta.segments) == LinkModel::Verdict::dropped_queue) pool->release(slot);
     heap.update(id, m.next_event());
   }
 
@@ -366,10 +474,11 @@ struct Engine::Impl {
     g.feed([&](std::uint32_t slot, std::uint32_t bytes) {
       const auto& c = m.counters();
       const auto& q = m.params().queue;
-      const bool full = q.unit == QueueLimit::Unit::packets ? c.queued_packets >= q.value
+      const std::uint32_t segments = pool->meta(slot).segments;
+      const bool full = q.unit == QueueLimit::Unit::packets ? c.queued_packets + segments > q.value
                                                             : c.queued_bytes + bytes > q.value;
       if (full || c.queued_packets + c.in_flight_packets + 1 > m.capacity()) return false;
-      if (m.arrive(slot, bytes, now) == LinkModel::Verdict::dropped_queue) pool->release(slot);  // (not reached)
+      if (m.arrive(slot, bytes, now, segments) == LinkModel::Verdict::dropped_queue) pool->release(slot);  // (not reached)
       return true;
     }, now);
   }
@@ -389,8 +498,8 @@ struct Engine::Impl {
   }
 
   void transmit(std::size_t dst, std::uint32_t slot) {
-    std::uint8_t* f = pool->data(slot);
-    const std::uint32_t len = pool->len(slot);
+    std::uint8_t* f = pool->frame(slot);
+    const std::uint32_t len = pool->meta(slot).len;
     const auto& port = cfg.ports[dst];
     if (port.hosts.empty()) {
       std::memcpy(f, port.gateway_mac.data(), 6);
@@ -410,7 +519,15 @@ struct Engine::Impl {
       const auto sum = ip_checksum(ip, ihl);
       ip[10] = static_cast<std::uint8_t>(sum >> 8);
       ip[11] = static_cast<std::uint8_t>(sum & 0xff);
-      if (sockets[dst]->send(f, len))
+      // Frames of a port leave in the order released: switching between its two sockets
+      // hands the other one's queued frames to the kernel first.
+      const std::uint8_t big = len > small_max;
+      if (big != last_tx_big[dst]) {
+        (big ? *sockets[dst] : *big_sockets[dst]).flush();
+        last_tx_big[dst] = big;
+      }
+      auto& sock = big ? *big_sockets[dst] : *sockets[dst];
+      if (sock.send(reinterpret_cast<const std::uint8_t*>(pool->vnet(slot)), len + sizeof(VnetHdr)))
         stats.forwarded++;
       else
         stats.tx_ring_full++;
@@ -454,11 +571,12 @@ struct Engine::Impl {
     if (op.declare) {
       // Packets held for flows no longer declared enter the link at once, where its queue
       // limit applies.
-      auto enter = [&](std::uint32_t slot, std::uint32_t bytes) {
-        if (m.arrive(slot, bytes, now) == LinkModel::Verdict::dropped_queue) pool->release(slot);
+      auto enter_model = [&](std::uint32_t slot, std::uint32_t bytes) {
+        if (m.arrive(slot, bytes, now, pool->meta(slot).segments) == LinkModel::Verdict::dropped_queue)
+          pool->release(slot);
       };
-      if (g && op.flows) op.flows->adopt(*g, enter);
-      else if (g) g->release_all(enter);
+      if (g && op.flows) op.flows->adopt(*g, enter_model);
+      else if (g) g->release_all(enter_model);
       std::swap(g, op.flows);  // the old gates, now empty, go with the op
       grow_pool();
     } else if (g) {
@@ -499,20 +617,56 @@ struct Engine::Impl {
     }
     stats.tx_ring_full = 0;
     for (const auto& s : sockets) stats.tx_ring_full += s->tx_ring_full();
+    for (const auto& s : big_sockets) stats.tx_ring_full += s->tx_ring_full();
     published_stats = stats;
+  }
+
+  // Drains a port's two sockets (at most kRxBudget frames) in the order the frames
+  // arrived. Ring timestamps are CLOCK_REALTIME (`offset` ahead of the monotonic clock).
+  std::uint32_t receive(std::size_t p, Nanos now, Nanos offset) {
+    PacketSocket& a = *sockets[p];
+    PacketSocket& b = *big_sockets[p];
+    PacketSocket::Received ra{}, rb{};
+    bool ha = a.peek(ra), hb = b.peek(rb);
+    std::uint32_t n = 0;
+    while (n < kRxBudget && (ha || hb)) {
+      const bool use_a = ha && (!hb || ra.time <= rb.time);
+      const auto& r = use_a ? ra : rb;
+      Nanos arrival = r.time - offset;
+      if (arrival > now || arrival < now - 1'000'000'000) arrival = now;  // clock step: trust now
+      on_frame(p, *r.vnet, r.frame, r.len, arrival);
+      if (use_a) {
+        a.pop();
+        ha = a.peek(ra);
+      } else {
+        b.pop();
+        hb = b.peek(rb);
+      }
+      ++n;
+    }
+    return n;
   }
 
   void run() {
     ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     const std::size_t nports = sockets.size();
-    std::vector<pollfd> fds(nports + 1);
-    for (std::size_t i = 0; i < nports; ++i) fds[i] = {sockets[i]->fd(), POLLIN, 0};
-    fds[nports] = {wake_fd, POLLIN, 0};
+    std::vector<pollfd> fds(2 * nports + 1);
+    for (std::size_t i = 0; i < nports; ++i) {
+      fds[i] = {sockets[i]->fd(), POLLIN, 0};
+      fds[nports + i] = {big_sockets[i]->fd(), POLLIN, 0};
+    }
+    const std::size_t wake_index = 2 * nports;
+    fds[wake_index] = {wake_fd, POLLIN, 0};
     std::vector<std::uint32_t> pending_tx(nports, 0);
     Nanos oldest_pending = kNever;
+    auto flush_port = [&](std::size_t p) {
+      sockets[p]->flush();
+      big_sockets[p]->flush();
+      pending_tx[p] = 0;
+    };
     auto flush_all = [&] {
       for (std::size_t p = 0; p < nports; ++p)
-        if (pending_tx[p]) sockets[p]->flush(), pending_tx[p] = 0;
+        if (pending_tx[p]) flush_port(p);
       oldest_pending = kNever;
     };
     Nanos next_publish = 0;
@@ -524,15 +678,7 @@ struct Engine::Impl {
       // Receive. Ring timestamps are CLOCK_REALTIME; arrivals use the monotonic clock.
       const Nanos offset = real_now() - now;
       std::uint32_t received = 0;
-      for (std::size_t p = 0; p < nports; ++p) {
-        received += sockets[p]->receive(
-            [&](const std::uint8_t* f, std::uint32_t len, timespec ts) {
-              Nanos arrival = static_cast<Nanos>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec - offset;
-              if (arrival > now || arrival < now - 1'000'000'000) arrival = now;  // clock step: trust now
-              on_frame(p, f, len, arrival);
-            },
-            kRxBudget);
-      }
+      for (std::size_t p = 0; p < nports; ++p) received += receive(p, now, offset);
 
       // Release what is due.
       now = mono_now();
@@ -545,13 +691,14 @@ struct Engine::Impl {
         if (g && g->draining()) feed(*g, m, now);  // room the serializer freed
         const std::size_t dst = cfg.links[id].dst;
         while (auto slot = m.release(now)) {
-          m.counters().payload_bytes_out += l4_payload(pool->data(*slot), pool->len(*slot));
+          const SlotMeta meta = pool->meta(*slot);
+          m.counters().payload_bytes_out += l4_payload(pool->frame(*slot), meta.len);
           if (g) {
-            const int flow = g->classify_frame(pool->data(*slot), pool->len(*slot));
-            if (flow != FlowClassifier::kNone) g->sent(flow, pool->len(*slot), now);
+            const int flow = g->classify_frame(pool->frame(*slot), meta.len);
+            if (flow != FlowClassifier::kNone) g->sent(flow, meta.wire, now);
           }
           transmit(dst, *slot);
-          if (++pending_tx[dst] >= kFlushFrames) sockets[dst]->flush(), pending_tx[dst] = 0;
+          if (++pending_tx[dst] >= kFlushFrames) flush_port(dst);
           oldest_pending = std::min(oldest_pending, now);
         }
         heap.update(id, m.next_event());
@@ -576,7 +723,7 @@ struct Engine::Impl {
       const Nanos sleep = wait - kSpin / 2;
       timespec ts{static_cast<time_t>(sleep / 1'000'000'000), static_cast<long>(sleep % 1'000'000'000)};
       const int rc = ::ppoll(fds.data(), fds.size(), &ts, nullptr);
-      if (rc > 0 && (fds[nports].revents & POLLIN)) {
+      if (rc > 0 && (fds[wake_index].revents & POLLIN)) {
         std::uint64_t v;
         [[maybe_unused]] auto n = ::read(wake_fd, &v, sizeof v);
       }

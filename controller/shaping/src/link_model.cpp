@@ -56,19 +56,20 @@ void LinkModel::set_params(const LinkModelParams& params, Nanos now) {
   params_ = params;
 }
 
-LinkModel::Verdict LinkModel::arrive(std::uint32_t handle, std::uint32_t bytes, Nanos now) {
-  counters_.packets_in++;
+LinkModel::Verdict LinkModel::arrive(std::uint32_t handle, std::uint32_t bytes, Nanos now, std::uint32_t segments) {
+  if (segments == 0) segments = 1;
+  counters_.packets_in += segments;
   counters_.bytes_in += bytes;
   const auto& q = params_.queue;
-  const bool over = q.unit == QueueLimit::Unit::packets ? counters_.queued_packets >= q.value
+  const bool over = q.unit == QueueLimit::Unit::packets ? counters_.queued_packets + segments > q.value
                                                         : counters_.queued_bytes + bytes > q.value;
   // Beyond the configured limit, the model's own capacity (the engine's pool) bounds it.
   if (over || queue_.size() + flight_.size() + 1 > capacity_) {
-    counters_.dropped_queue++;
+    counters_.dropped_queue += segments;
     return Verdict::dropped_queue;
   }
-  queue_.push({handle, bytes, now});
-  counters_.queued_packets++;
+  queue_.push({handle, bytes, segments, now});
+  counters_.queued_packets += segments;
   counters_.queued_bytes += bytes;
   // An arrival stamped before the serializer finished its previous packet (frames are read
   // in batches) still waits for it.
@@ -86,6 +87,12 @@ bool LinkModel::lose() {
   } else if (l.p.ppb > 0 && u(rng_) < l.p.ppb) {
     bad_state_ = true;
   }
+  return lost;
+}
+
+bool LinkModel::lose(std::uint32_t segments) {
+  bool lost = false;
+  for (std::uint32_t i = 0; i < segments; ++i) lost |= lose();
   return lost;
 }
 
@@ -120,19 +127,19 @@ void LinkModel::advance(Nanos now) {
   while (busy_ && service_end_ <= now) {
     const Queued q = queue_.front();
     queue_.pop();
-    counters_.queued_packets--;
+    counters_.queued_packets -= q.segments;
     counters_.queued_bytes -= q.bytes;
     const Nanos done = service_end_;
     last_service_end_ = done;
     busy_ = false;
-    if (lose()) {
-      counters_.dropped_loss++;
+    if (lose(q.segments)) {
+      counters_.dropped_loss += q.segments;
       lost_.push_back(q.handle);
     } else {
       const Nanos release = std::max(done + propagation_delay(done), last_release_);
       last_release_ = release;
-      flight_.push({q.handle, q.bytes, release});
-      counters_.in_flight_packets++;
+      flight_.push({q.handle, q.bytes, q.segments, release});
+      counters_.in_flight_packets += q.segments;
     }
     if (!queue_.empty()) start_service(std::max(done, queue_.front().arrival));
   }
@@ -142,8 +149,8 @@ std::optional<std::uint32_t> LinkModel::release(Nanos now) {
   if (flight_.empty() || flight_.front().release > now) return std::nullopt;
   const Flying f = flight_.front();
   flight_.pop();
-  counters_.in_flight_packets--;
-  counters_.packets_out++;
+  counters_.in_flight_packets -= f.segments;
+  counters_.packets_out += f.segments;
   counters_.bytes_out += f.bytes;
   return f.handle;
 }

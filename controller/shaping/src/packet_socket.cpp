@@ -1,6 +1,7 @@
 #include "wanlab/shaping/packet_socket.hpp"
 
 #include <arpa/inet.h>
+#include <linux/filter.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
@@ -8,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <cerrno>
 #include <cstring>
 #include <fmt/format.h>
@@ -23,6 +26,9 @@ namespace {
 
 // Where a TX frame's data starts (without PACKET_TX_HAS_OFF the kernel reads it there).
 constexpr std::uint32_t kTxDataOffset = TPACKET2_HDRLEN - sizeof(sockaddr_ll);
+// Where the kernel puts a received frame's network header, at most (tpacket_rcv: the
+// header and sockaddr_ll, 16 bytes for the link-layer header, then the virtio-net header).
+constexpr std::uint32_t kRxNetOffset = TPACKET_ALIGN(TPACKET2_HDRLEN + 16) + sizeof(VnetHdr);
 
 tpacket2_hdr* hdr(std::uint8_t* frame) { return reinterpret_cast<tpacket2_hdr*>(frame); }
 
@@ -33,8 +39,13 @@ void store_status(tpacket2_hdr* h, std::uint32_t v) { __atomic_store_n(&h->tp_st
 
 }  // namespace
 
-PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, const RingGeometry& geometry)
-    : ifname_(ifname), geo_(geometry) {
+std::uint32_t ring_max_frame(const Ring& ring) {
+  return std::min<std::uint32_t>(ring.frame_size - kRxNetOffset, ring.frame_size - kTxDataOffset - sizeof(VnetHdr));
+}
+
+PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, const Ring& ring,
+                           std::uint32_t min_len, std::uint32_t max_len)
+    : ifname_(ifname), geo_(ring) {
   {
     netlink::ScopedNetns in(ns);
     // Protocol 0: the socket receives nothing until bind() names ETH_P_ALL below. A socket
@@ -53,6 +64,18 @@ PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, 
     int v = TPACKET_V2;
     if (::setsockopt(fd_, SOL_PACKET, PACKET_VERSION, &v, sizeof v) != 0) fail("PACKET_VERSION", ifname, errno);
     int one = 1;
+    // Frames come and go with their virtio-net header: GSO and checksum state (gso.hpp).
+    if (::setsockopt(fd_, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) != 0) fail("PACKET_VNET_HDR", ifname, errno);
+    // Only frames of min_len..max_len bytes (this socket's share of the interface).
+    sock_filter code[] = {
+        {BPF_LD | BPF_W | BPF_LEN, 0, 0, 0},
+        {BPF_JMP | BPF_JGT | BPF_K, 2, 0, max_len},
+        {BPF_JMP | BPF_JGE | BPF_K, 0, 1, min_len},
+        {BPF_RET | BPF_K, 0, 0, 0x40000},
+        {BPF_RET | BPF_K, 0, 0, 0},
+    };
+    sock_fprog prog{static_cast<unsigned short>(std::size(code)), code};
+    if (::setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) fail("SO_ATTACH_FILTER", ifname, errno);
     // Frames this host transmits (ours included) are not received back.
     if (::setsockopt(fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one) != 0)
       fail("PACKET_IGNORE_OUTGOING", ifname, errno);
@@ -85,7 +108,7 @@ PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, 
     if (m == MAP_FAILED) m = ::mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (m == MAP_FAILED) fail("mmap packet rings", ifname, errno);
     ring_ = static_cast<std::uint8_t*>(m);
-    max_frame_ = geo_.frame_size - static_cast<std::uint32_t>(TPACKET2_HDRLEN) - 16;
+    max_frame_ = ring_max_frame(geo_);
 
     sockaddr_ll sll{};
     sll.sll_family = AF_PACKET;
@@ -104,20 +127,25 @@ PacketSocket::~PacketSocket() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-bool PacketSocket::rx_ready(std::uint32_t i, const std::uint8_t** data, std::uint32_t* len, timespec* ts) const {
-  auto* h = hdr(rx_frame(i));
+bool PacketSocket::peek(Received& r) const {
+  std::uint8_t* f = rx_frame(rx_next_);
+  auto* h = hdr(f);
   if (!(load_status(h) & TP_STATUS_USER)) return false;
-  *data = rx_frame(i) + h->tp_mac;
+  r.frame = f + h->tp_mac;
+  r.vnet = reinterpret_cast<const VnetHdr*>(r.frame - sizeof(VnetHdr));
   // A frame larger than the ring's slot arrives truncated: len 0 tells the caller to drop it.
-  *len = h->tp_snaplen == h->tp_len ? h->tp_snaplen : 0;
-  ts->tv_sec = h->tp_sec;
-  ts->tv_nsec = h->tp_nsec;
+  r.len = h->tp_snaplen == h->tp_len ? h->tp_snaplen : 0;
+  r.time = static_cast<std::int64_t>(h->tp_sec) * 1'000'000'000 + h->tp_nsec;
   return true;
 }
 
-void PacketSocket::rx_release(std::uint32_t i) const { store_status(hdr(rx_frame(i)), TP_STATUS_KERNEL); }
+void PacketSocket::pop() {
+  store_status(hdr(rx_frame(rx_next_)), TP_STATUS_KERNEL);
+  rx_next_ = (rx_next_ + 1) % geo_.rx_frames;
+}
 
 bool PacketSocket::send(const std::uint8_t* frame, std::uint32_t len) {
+  if (len > max_frame_ + sizeof(VnetHdr)) return false;
   auto* h = hdr(tx_frame(tx_next_));
   if (load_status(h) != TP_STATUS_AVAILABLE) {
     // Give the kernel what is queued, then look once more.
@@ -127,7 +155,6 @@ bool PacketSocket::send(const std::uint8_t* frame, std::uint32_t len) {
       return false;
     }
   }
-  if (len > max_frame_) return false;
   std::memcpy(tx_frame(tx_next_) + kTxDataOffset, frame, len);
   h->tp_len = len;
   store_status(h, TP_STATUS_SEND_REQUEST);

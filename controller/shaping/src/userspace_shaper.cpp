@@ -29,7 +29,8 @@ namespace {
 EngineConfig engine_config(const core::Topology& topo, std::uint64_t seed) {
   EngineConfig cfg;
   cfg.seed = seed;
-  cfg.ring.frame_size = topo.lan.mtu + 14 + 128 <= 2048 ? 2048 : 16384;
+  // Small slots for the LAN's MTU-sized frames (jumbo ones included).
+  cfg.ring.small.frame_size = topo.lan.mtu + 14 + 128 <= 2048 ? 2048 : 16384;
   for (const auto& l : topo.links) cfg.links.push_back({l.src, l.dst, model_params(topo, l)});
   return cfg;
 }
@@ -112,6 +113,7 @@ std::vector<std::pair<std::string, std::uint64_t>> UserspaceShaper::stats() cons
   std::vector<std::pair<std::string, std::uint64_t>> out{
       {"rx_frames", s.rx_frames},         {"forwarded", s.forwarded},   {"not_for_wan", s.not_for_wan},
       {"unroutable", s.unroutable},       {"truncated", s.truncated},   {"ttl_expired", s.ttl_expired},
+      {"gso_frames", s.gso_frames},       {"gso_split", s.gso_split},
       {"pool_exhausted", s.pool_exhausted}, {"tx_ring_full", s.tx_ring_full}, {"sleeps", s.wakeups}};
   // Flow gating, once the arbiter has used it.
   if (s.gated_flows > 0 || s.gate_dropped > 0)

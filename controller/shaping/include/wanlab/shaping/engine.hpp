@@ -70,6 +70,8 @@ struct EngineStats {
   std::uint64_t not_for_wan = 0;     // ARP, router-addressed and other frames left to the kernel
   std::uint64_t unroutable = 0;      // toward a DC this DC has no link to
   std::uint64_t truncated = 0;       // larger than a ring slot
+  std::uint64_t gso_frames = 0;      // super-frames received (several packets on the wire)
+  std::uint64_t gso_split = 0;       // of those, cut into chunks (gso.hpp)
   std::uint64_t ttl_expired = 0;
   std::uint64_t pool_exhausted = 0;
   std::uint64_t tx_ring_full = 0;

@@ -16,7 +16,10 @@
 //      than the jitter.) A release is still never earlier than the previous one, which
 //      covers in-place parameter changes.
 // The model holds opaque packet handles (indices into the engine's packet pool) and does
-// no allocation after construction.
+// no allocation after construction. A handle may stand for several packets on the wire (a
+// GSO super-frame's segments, gso.hpp): it takes their bytes on the serializer, counts as
+// that many packets against a queue limit and in the counters, and is lost if any of its
+// packets is (the engine gives a lossy link single packets).
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -74,9 +77,10 @@ class LinkModel {
   const LinkModelParams& params() const { return params_; }
 
   enum class Verdict { queued, dropped_queue };
-  /// A packet of `bytes` (wire bytes: frame without FCS) arrives at `now`. Advance the
-  /// model to `now` first (advance()) so events happen in time order.
-  Verdict arrive(std::uint32_t handle, std::uint32_t bytes, Nanos now);
+  /// A packet of `bytes` (wire bytes: frame without FCS), or `segments` packets of `bytes`
+  /// together, arrives at `now`. Advance the model to `now` first (advance()) so events
+  /// happen in time order.
+  Verdict arrive(std::uint32_t handle, std::uint32_t bytes, Nanos now, std::uint32_t segments = 1);
 
   /// Processes every event up to `now`: serializations that completed (losses decided),
   /// entering propagation.
@@ -100,11 +104,13 @@ class LinkModel {
   struct Queued {
     std::uint32_t handle;
     std::uint32_t bytes;
+    std::uint32_t segments;
     Nanos arrival;
   };
   struct Flying {
     std::uint32_t handle;
     std::uint32_t bytes;
+    std::uint32_t segments;
     Nanos release;
   };
   template <class T>
@@ -141,6 +147,7 @@ class LinkModel {
   void start_service(Nanos start);
   Nanos serialization_end(std::uint32_t bytes, Nanos start) const;
   bool lose();
+  bool lose(std::uint32_t segments);
   Nanos propagation_delay(Nanos at);
   Nanos knot_value();
 

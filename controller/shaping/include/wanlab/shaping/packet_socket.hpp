@@ -12,22 +12,35 @@
 #include <string>
 
 #include "wanlab/netlink/netlink.hpp"
+#include "wanlab/shaping/gso.hpp"
 
 namespace wanlab::shaping {
 
-struct RingGeometry {
-  std::uint32_t frame_size = 2048;  // header + sockaddr_ll + frame; a power of two
-  // The engine drains the rings every loop turn (microseconds); 2048 frames hold several
-  // milliseconds of traffic even at 4 Gbit/s.
+struct Ring {
+  std::uint32_t frame_size = 2048;  // header + sockaddr_ll + vnet header + frame; a power of two
   std::uint32_t rx_frames = 2048;
   std::uint32_t tx_frames = 1024;
 };
 
+struct RingGeometry {
+  // MTU-sized frames. The engine drains the rings every loop turn (microseconds); 2048
+  // frames hold several milliseconds of traffic even at 4 Gbit/s.
+  Ring small{2048, 2048, 1024};
+  // Super-frames (and any frame too large for a small slot): 64 KiB slots, each its own
+  // 64 KiB block; 256 of them hold ~16 MB, over 10 ms at 10 Gbit/s.
+  Ring big{65536, 256, 128};
+};
+
+/// Largest frame a ring's slots carry (received or sent, with the virtio-net header).
+std::uint32_t ring_max_frame(const Ring& ring);
+
 class PacketSocket {
  public:
-  /// Opens the socket inside `ns`, bound to `ifname`: sees frames received on it (not the
-  /// ones this host sends), and sends bypassing the interface's qdisc.
-  PacketSocket(const netlink::Netns& ns, const std::string& ifname, const RingGeometry& geometry);
+  /// Opens the socket inside `ns`, bound to `ifname`: sees the frames received on it (not
+  /// the ones this host sends) of `min_len`..`max_len` bytes, and sends bypassing the
+  /// interface's qdisc.
+  PacketSocket(const netlink::Netns& ns, const std::string& ifname, const Ring& ring, std::uint32_t min_len,
+               std::uint32_t max_len);
   ~PacketSocket();
   PacketSocket(const PacketSocket&) = delete;
   PacketSocket& operator=(const PacketSocket&) = delete;
@@ -37,13 +50,19 @@ class PacketSocket {
   /// Largest frame the rings carry.
   std::uint32_t max_frame() const { return max_frame_; }
 
-  /// Calls f(const std::uint8_t* frame, std::uint32_t len, timespec rx_time_realtime) for
-  /// each received frame ready, at most `budget`; returns how many.
-  template <class F>
-  std::uint32_t receive(F&& f, std::uint32_t budget);
+  struct Received {
+    const VnetHdr* vnet;
+    const std::uint8_t* frame;
+    std::uint32_t len;   // 0: truncated (larger than a slot)
+    std::int64_t time;   // kernel receive time, CLOCK_REALTIME nanoseconds
+  };
+  /// The next received frame, if one is ready; it stays until pop().
+  bool peek(Received& r) const;
+  void pop();
 
-  /// Copies a frame into the next free TX slot; false if the ring is full.
-  bool send(const std::uint8_t* frame, std::uint32_t len);
+  /// Copies a frame (its virtio-net header at `vnet_and_frame`, the frame right after it)
+  /// into the next free TX slot; false if the ring is full or it does not fit.
+  bool send(const std::uint8_t* vnet_and_frame, std::uint32_t len_with_vnet);
   /// Asks the kernel to transmit what was queued with send().
   void flush();
   std::uint64_t tx_ring_full() const { return tx_full_; }
@@ -54,11 +73,9 @@ class PacketSocket {
   std::uint8_t* tx_frame(std::uint32_t i) const {
     return ring_ + (static_cast<std::size_t>(geo_.rx_frames) + i) * geo_.frame_size;
   }
-  bool rx_ready(std::uint32_t i, const std::uint8_t** data, std::uint32_t* len, timespec* ts) const;
-  void rx_release(std::uint32_t i) const;
 
   std::string ifname_;
-  RingGeometry geo_;
+  Ring geo_;
   int fd_ = -1;
   std::uint8_t* ring_ = nullptr;
   std::size_t ring_bytes_ = 0;
@@ -68,20 +85,5 @@ class PacketSocket {
   std::uint32_t tx_pending_ = 0;
   std::uint64_t tx_full_ = 0;
 };
-
-template <class F>
-std::uint32_t PacketSocket::receive(F&& f, std::uint32_t budget) {
-  std::uint32_t n = 0;
-  const std::uint8_t* data;
-  std::uint32_t len;
-  timespec ts;
-  while (n < budget && rx_ready(rx_next_, &data, &len, &ts)) {
-    f(data, len, ts);
-    rx_release(rx_next_);
-    rx_next_ = (rx_next_ + 1) % geo_.rx_frames;
-    ++n;
-  }
-  return n;
-}
 
 }  // namespace wanlab::shaping
