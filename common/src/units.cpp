@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <vector>
 
 namespace wanlab {
 __extension__ using u128 = unsigned __int128;
@@ -149,6 +150,33 @@ Parsed<QueueLimit> parse_queue_limit(std::string_view text) {
   if (!b) return fail<QueueLimit>(text, "use packets (\"1000p\") or bytes (\"4MB\", \"512KiB\")");
   if (b.value.value < 1500) return fail<QueueLimit>(text, "a byte limit below one 1500-byte packet drops everything");
   return {QueueLimit{QueueLimit::Unit::bytes, b.value.value}, {}};
+}
+
+Parsed<LossBurst> parse_loss_burst(std::string_view text) {
+  std::vector<std::string_view> words;
+  for (std::size_t i = 0; i < text.size();) {
+    while (i < text.size() && text[i] == ' ') ++i;
+    const std::size_t j = std::min(text.find(' ', i), text.size());
+    if (j > i) words.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  if (words.size() < 2 || words.size() > 3)
+    return fail<LossBurst>(text, "write \"P R\" or \"P R BAD\": percentages for good->bad, bad->good and the loss "
+                                 "in the bad state, e.g. \"0.5% 25%\"");
+  LossBurst b;
+  Probability* fields[] = {&b.p, &b.r, &b.bad};
+  const char* names[] = {"P (good->bad)", "R (bad->good)", "BAD (loss in the bad state)"};
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    auto v = parse_percent(words[i]);
+    if (!v) return fail<LossBurst>(text, fmt::format("{}: {}", names[i], v.error));
+    *fields[i] = v.value;
+  }
+  if (b.r.ppb == 0) return fail<LossBurst>(text, "R (bad->good) must be above 0%: the bad state would never end");
+  return {b, {}};
+}
+
+std::string to_string(const LossBurst& b) {
+  return fmt::format("{} {} {}", to_string(b.p), to_string(b.r), to_string(b.bad));
 }
 
 std::string to_string(Rate r) {

@@ -98,6 +98,35 @@ TEST_CASE("kernel backend: configured loss shows in measured loss", "[kernel]") 
   CHECK(back_drops == 0);
 }
 
+TEST_CASE("kernel backend: bursty loss (loss_burst) at its mean, in bursts", "[kernel]") {
+  // Gilbert-Elliott on use -> euw: p = 5 %, r = 25 %, everything lost in the bad state:
+  // 0.05 / 0.30 = 16.7 % lost, in runs of 1 / r = 4 requests on average (random loss at
+  // that rate would give runs of 1 / (1 - 0.167) = 1.2).
+  Lab lab("wlk-ge", {{{"from", "use"}, {"to", "euw"}, {"delay", "5ms"}, {"rate", "20Mbit"}, {"loss_burst", "5% 25%"}},
+                     {{"from", "euw"}, {"to", "use"}, {"delay", "5ms"}, {"rate", "20Mbit"}}});
+  const double expected = 0.05 / 0.30;
+  const int n = 2000;
+  const auto p = ping(lab, "use-0", kEuw0, n, 0.005);
+  INFO(p.out);
+  REQUIRE(p.transmitted == n);
+  std::vector<bool> got(n + 1, false);
+  for (const auto& r : p.replies)
+    if (r.seq >= 1 && r.seq <= n) got[r.seq] = true;
+  long runs = 0, lost = 0;
+  for (int i = 1; i <= n; ++i)
+    if (!got[i]) {
+      ++lost;
+      if (i == 1 || got[i - 1]) ++runs;
+    }
+  const double mean_run = runs ? double(lost) / double(runs) : 0;
+  measured("bursty loss use -> euw: stationary mean %.1f %%, measured %.2f %% (%ld of %d); mean run of losses %.2f "
+           "requests (expected 4)",
+           100 * expected, 100 * p.loss(), lost, n, mean_run);
+  CHECK(std::abs(p.loss() - expected) / expected < 0.25);
+  CHECK(mean_run > 2.5);
+  CHECK(mean_run < 6.0);
+}
+
 TEST_CASE("kernel backend: HTB rate at 20 Mbit/s matches within 5 %", "[kernel]") {
   Lab lab("wlk-rate", {{{"between", {"use", "euw"}}, {"rtt", "40ms"}, {"rate", "20Mbit"}}});
   // One second of omitted warm-up (slow start), then five measured.

@@ -170,6 +170,50 @@ TEST_CASE("link set changes the rate of a running TCP connection in place", "[ne
   CHECK_THAT(bad.out, Catch::Contains("nowhere"));
 }
 
+TEST_CASE("link set --loss-burst: Gilbert-Elliott loss at its stationary mean over 25,000 datagrams", "[netns][lab]") {
+  const std::string lab = "wlt-ge";
+  LabGuard g(lab, write_topology(lab, "100Mbit"));
+  // p = 2 %, r = 25 %, half of the bad state's packets lost: 0.5 x 0.02 / 0.27 = 3.70 %,
+  // in bursts (mean 4 packets in the bad state).
+  auto set = run(test::wanlab() + " link set use euw --lab " + lab + " --loss-burst '2% 25% 50%'");
+  INFO(set.out);
+  REQUIRE(set.code == 0);
+  CHECK_THAT(set.out, Catch::Contains("burst 2% 25% 50%"));
+  const double expected = 0.5 * 0.02 / 0.27;
+  REQUIRE(run(exec(lab, "euw-0", "iperf3 -s -D -1")).code == 0);
+  std::this_thread::sleep_for(300ms);
+  // 20 Mbit/s of 500-byte datagrams for 5 s: 25,000 of them, far below what the receiver
+  // takes, so every loss is the link's.
+  const auto out = run(exec(lab, "use-0", "iperf3 -u -J -c 198.18.4.2 -b 20M -l 500 -t 5"));
+  REQUIRE(out.code == 0);
+  const auto j = nlohmann::json::parse(out.out);
+  const double sent = j["end"]["sum"]["packets"].get<double>();
+  const double lost = j["end"]["sum"]["lost_percent"].get<double>() / 100;
+  WARN("bursty loss: " << sent << " datagrams, receiver lost " << 100 * lost << " % (stationary mean "
+                       << 100 * expected << " %)");
+  CHECK(sent >= 20'000);
+  // Bursts make the count vary more than independent losses: within 20 %.
+  CHECK(std::abs(lost - expected) / expected < 0.20);
+  const auto s = nlohmann::json::parse(run(test::wanlab() + " status " + lab + " --json").out);
+  for (const auto& l : s["links"]) {
+    if (l["src"] != "use") {
+      CHECK_FALSE(l.contains("loss_burst"));
+      continue;
+    }
+    CHECK(l["loss_burst"] == "2% 25% 50%");
+    const auto& c = l["counters"];
+    if (c.contains("dropped_loss"))  // the userspace engine's own count
+      CHECK(std::abs(c["dropped_loss"].get<double>() / c["packets_in"].get<double>() - expected) / expected < 0.20);
+  }
+  // Turned off: random loss only again; a bad value is refused naming the flag.
+  set = run(test::wanlab() + " link set use euw --lab " + lab + " --loss-burst off");
+  CHECK(set.code == 0);
+  CHECK_THAT(set.out, !Catch::Contains("burst"));
+  auto bad = run(test::wanlab() + " link set use euw --lab " + lab + " --loss-burst '2% 0%'");
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.out, Catch::Contains("--loss-burst") && Catch::Contains("never end"));
+}
+
 TEST_CASE("down removes every kernel object, also processes left in the lab", "[netns][lab]") {
   const std::string lab = "wlt-down";
   {

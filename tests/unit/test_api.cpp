@@ -49,7 +49,20 @@ TEST_CASE("API handlers", "[unit][api]") {
     CHECK(c.last.rate->bps == 50'000'000);
     CHECK(c.last.delay == std::chrono::milliseconds(30));
     CHECK_FALSE(c.last.loss);
+    CHECK_FALSE(c.last.loss_burst);
     CHECK(c.calls.back() == "set use->euw");
+  }
+  SECTION("bursty loss: set, or turned off") {
+    CHECK(api::handle({"POST", "/v1/links/use/euw", R"({"loss_burst": "1% 30% 50%"})"}, c).status == 200);
+    REQUIRE(c.last.loss_burst);
+    REQUIRE(*c.last.loss_burst);
+    CHECK((*c.last.loss_burst)->r == Probability{300'000'000});
+    CHECK(api::handle({"POST", "/v1/links/use/euw", R"({"loss_burst": "off"})"}, c).status == 200);
+    REQUIRE(c.last.loss_burst);
+    CHECK_FALSE(*c.last.loss_burst);
+    auto r = api::handle({"POST", "/v1/links/use/euw", R"({"loss_burst": "1% 0%"})"}, c);
+    CHECK(r.status == 400);
+    CHECK(r.body["error"]["field"] == "loss_burst");
   }
   SECTION("bad field names the field") {
     auto r = api::handle({"POST", "/v1/links/use/euw", R"({"rate": "50Gbps"})"}, c);

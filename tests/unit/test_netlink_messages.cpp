@@ -226,6 +226,27 @@ TEST_CASE("netem qdisc: delay and jitter in ns, loss, limit, no rate by default"
         reinterpret_cast<const char*>(tc.hdr) + tc.hdr->nlmsg_len);
 }
 
+TEST_CASE("netem qdisc: bursty loss travels as NETEM_LOSS_GE, random loss without it", "[netlink]") {
+  NetemParams p;
+  p.loss = Probability{10'000'000};                                               // 1 % in the good state
+  p.loss_burst = LossBurst{Probability{5'000'000}, Probability{250'000'000}, Probability{800'000'000}};
+  const NetemOptions netem{TcMessage(build_netem_qdisc(kIfindex, Handle{1, 3}, Handle{13, 0}, p, true))};
+  CHECK(netem.qopt.loss == 0u);
+  REQUIRE(netem.tb[TCA_NETEM_LOSS] != nullptr);
+  nlattr* loss[NETEM_LOSS_MAX + 1] = {};
+  REQUIRE(nla_parse_nested(loss, NETEM_LOSS_MAX, netem.tb[TCA_NETEM_LOSS], nullptr) == 0);
+  REQUIRE(loss[NETEM_LOSS_GE] != nullptr);
+  const auto ge = attr_struct<tc_netem_gemodel>(loss[NETEM_LOSS_GE]);
+  CHECK(ge.p == Approx(UINT32_MAX * 0.005).margin(1));
+  CHECK(ge.r == Approx(UINT32_MAX * 0.25).margin(1));
+  CHECK(ge.h == Approx(UINT32_MAX * 0.2).margin(1));  // netem loses in the bad state above h: 1 - 80 %
+  CHECK(ge.k1 == Approx(UINT32_MAX * 0.01).margin(1));
+  p.loss_burst.reset();
+  const NetemOptions plain{TcMessage(build_netem_qdisc(kIfindex, Handle{1, 3}, Handle{13, 0}, p, true))};
+  CHECK(plain.tb[TCA_NETEM_LOSS] == nullptr);  // a change without it goes back to random loss
+  CHECK(plain.qopt.loss == Approx(UINT32_MAX * 0.01).margin(1));
+}
+
 TEST_CASE("netem qdisc: loss scaling covers 0 and 100 %", "[netlink]") {
   NetemParams p;
   p.loss = Probability{0};

@@ -340,7 +340,7 @@ TEST_CASE("unknown keys name the key and list the known ones", "[unit][topology]
   REQUIRE(d != nullptr);
   CHECK_THAT(d->reason, Contains("unknown key \"rtt_ms\""));
   CHECK_THAT(d->reason, Contains("did you mean \"rtt\"?"));
-  CHECK_THAT(d->reason, Contains("known keys: between, from, to, delay, rtt, rate, jitter, loss, queue, trace"));
+  CHECK_THAT(d->reason, Contains("known keys: between, from, to, delay, rtt, rate, jitter, loss, loss_burst, queue, trace"));
   REQUIRE(at(ds, "/wan/0") != nullptr);  // and the delay is now missing
   CHECK(ds.size() == 2);
 
@@ -664,6 +664,30 @@ TEST_CASE("loss and queue", "[unit][topology][validation]") {
   const auto t = parse_topology(doc, "t.json", {});
   CHECK(t.links[0].params.loss == Probability{1'000'000});
   CHECK(t.links[0].params.queue == QueueLimit{QueueLimit::Unit::bytes, 524'288});
+  CHECK_FALSE(t.links[0].params.loss_burst);
+}
+
+TEST_CASE("bursty loss: loss_burst \"P R [BAD]\"", "[unit][topology][validation]") {
+  auto doc = base();
+  doc["wan"][0]["loss_burst"] = "0.5% 25%";
+  auto t = parse_topology(doc, "t.json", {});
+  for (const auto& l : t.links) {
+    REQUIRE(l.params.loss_burst);
+    CHECK(l.params.loss_burst->p == Probability{5'000'000});
+    CHECK(l.params.loss_burst->r == Probability{250'000'000});
+    CHECK(l.params.loss_burst->bad == Probability{Probability::kOne});
+  }
+  CHECK(to_json(t)["wan"][0]["loss_burst"] == "0.5% 25% 100%");
+  doc["wan"][0]["loss_burst"] = "1% 30% 50%";
+  CHECK(parse_topology(doc, "t.json", {}).links[0].params.loss_burst->bad == Probability{500'000'000});
+  doc["wan"][0]["loss_burst"] = "1%";
+  CHECK_THAT(only_problem(doc, "/wan/0/loss_burst").reason, Contains("write \"P R\" or \"P R BAD\""));
+  doc["wan"][0]["loss_burst"] = "1% 0%";
+  CHECK_THAT(only_problem(doc, "/wan/0/loss_burst").reason, Contains("would never end"));
+  doc["wan"][0]["loss_burst"] = "1% 20% 120%";
+  CHECK_THAT(only_problem(doc, "/wan/0/loss_burst").reason, Contains("BAD (loss in the bad state)"));
+  doc["wan"][0]["loss_burst"] = 0.5;
+  CHECK_THAT(only_problem(doc, "/wan/0/loss_burst").reason, Contains("a string of percentages"));
 }
 
 TEST_CASE("trace files resolve against the base folder and must exist", "[unit][topology][validation]") {

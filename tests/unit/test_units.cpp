@@ -95,6 +95,19 @@ TEST_CASE("parse_percent: parts per billion", "[unit][units]") {
   CHECK(error(parse_percent("-1%")) == "'-1%': must not be negative");
 }
 
+TEST_CASE("parse_loss_burst: P R [BAD]", "[unit][units]") {
+  const auto b = ok(parse_loss_burst("0.5%  25%"));
+  CHECK(b.p.ppb == 5'000'000);
+  CHECK(b.r.ppb == 250'000'000);
+  CHECK(b.bad.ppb == Probability::kOne);
+  CHECK(ok(parse_loss_burst("1% 30% 50%")).bad.ppb == 500'000'000);
+  CHECK(to_string(ok(parse_loss_burst("1% 30% 50%"))) == "1% 30% 50%");
+  CHECK_FALSE(parse_loss_burst(""));
+  CHECK_FALSE(parse_loss_burst("1% 2% 3% 4%"));
+  CHECK_THAT(parse_loss_burst("1% 0%").error, Catch::Contains("never end"));
+  CHECK_THAT(parse_loss_burst("1 2%").error, Catch::Contains("P (good->bad)"));
+}
+
 TEST_CASE("parse_queue_limit: packets or bytes", "[unit][units]") {
   auto q = ok(parse_queue_limit("1000p"));
   CHECK(q.unit == QueueLimit::Unit::packets);

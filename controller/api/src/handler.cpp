@@ -159,18 +159,26 @@ ReplayRequest parse_replay_request(const std::string& body) {
 
 LinkChange parse_link_change(const std::string& body) {
   const auto j = parse_body(body);
-  static const std::vector<std::string> known = {"delay", "jitter", "loss", "rate", "queue"};
+  static const std::vector<std::string> known = {"delay", "jitter", "loss", "loss_burst", "rate", "queue"};
   for (const auto& [k, _] : j.items())
     if (std::find(known.begin(), known.end(), k) == known.end())
-      throw ApiError(400, "bad_request", fmt::format("unknown field '{}'; known: delay, jitter, loss, rate, queue", k), k);
+      throw ApiError(400, "bad_request",
+                     fmt::format("unknown field '{}'; known: delay, jitter, loss, loss_burst, rate, queue", k), k);
   LinkChange c;
   c.delay = field(j, "delay", &parse_duration);
   c.jitter = field(j, "jitter", &parse_duration);
   c.loss = field(j, "loss", &parse_percent);
+  if (j.contains("loss_burst")) {
+    if (j["loss_burst"].is_string() && j["loss_burst"].get<std::string>() == "off")
+      c.loss_burst = std::optional<LossBurst>{};
+    else
+      c.loss_burst = field(j, "loss_burst", &parse_loss_burst);
+  }
   c.rate = field(j, "rate", &parse_rate);
   c.queue = field(j, "queue", &parse_queue_limit);
   if (c.rate && c.rate->bps == 0) throw ApiError(400, "bad_request", "rate: must be positive", "rate");
-  if (c.empty()) throw ApiError(400, "bad_request", "nothing to change: give delay, jitter, loss, rate or queue");
+  if (c.empty())
+    throw ApiError(400, "bad_request", "nothing to change: give delay, jitter, loss, loss_burst, rate or queue");
   return c;
 }
 

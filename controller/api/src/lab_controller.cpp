@@ -188,6 +188,7 @@ nlohmann::json LabController::set_link(const std::string& src, const std::string
     if (change.delay) p.delay = *change.delay;
     if (change.jitter) p.jitter = *change.jitter;
     if (change.loss) p.loss = *change.loss;
+    if (change.loss_burst) p.loss_burst = *change.loss_burst;
     if (change.rate) p.rate = *change.rate;
     if (change.queue) p.queue = *change.queue;
     if (p.jitter > p.delay)
@@ -471,6 +472,7 @@ nlohmann::json link_json(const core::Topology& topo, const core::WanLink& link) 
                       {"rate", to_string(p.rate)},
                       {"queue_limit_packets", lab::queue_limit_packets(topo, link)},
                       {"queue", p.queue ? to_string(*p.queue) : "auto (1.5 x BDP)"}};
+  if (p.loss_burst) j["loss_burst"] = to_string(*p.loss_burst);
   if (link.trace) j["trace"] = link.trace->string();
   return j;
 }

@@ -40,7 +40,7 @@ int cmd_exec(const std::optional<std::string>& lab, const std::string& node, con
 struct LinkSetArgs {
   std::optional<std::string> lab;
   std::string src, dst;
-  std::optional<std::string> delay, jitter, loss, rate, queue;
+  std::optional<std::string> delay, jitter, loss, loss_burst, rate, queue;
 };
 int cmd_link_set(const LinkSetArgs& a);
 

@@ -122,8 +122,9 @@ void print_status(const nlohmann::json& s) {
     }
     fmt::print("  {:<14} {:>9} {:>8} {:>7} {:>10} {:>7} {:>10} {:>9} {:>8} {:>8}\n",
                fmt::format("{}->{}", l["src"].get<std::string>(), l["dst"].get<std::string>()),
-               l["delay"].get<std::string>(), l["jitter"].get<std::string>(), l["loss"].get<std::string>(),
-               l["rate"].get<std::string>(), fmt::format("{}p", l["queue_limit_packets"].get<std::uint32_t>()), sent,
+               l["delay"].get<std::string>(), l["jitter"].get<std::string>(),
+               l["loss"].get<std::string>() + (l.contains("loss_burst") ? "+GE" : ""), l["rate"].get<std::string>(),
+               fmt::format("{}p", l["queue_limit_packets"].get<std::uint32_t>()), sent,
                packets, drops, queued);
   }
   print_replays(s);
@@ -204,11 +205,15 @@ int cmd_link_set(const LinkSetArgs& a) {
     return true;
   };
   if (!check("delay", "delay", a.delay, &parse_duration) || !check("jitter", "jitter", a.jitter, &parse_duration) ||
-      !check("loss", "loss", a.loss, &parse_percent) || !check("rate", "rate", a.rate, &parse_rate) ||
+      !check("loss", "loss", a.loss, &parse_percent) ||
+      (a.loss_burst != "off" && !check("loss-burst", "loss_burst", a.loss_burst, &parse_loss_burst)) ||
+      !check("rate", "rate", a.rate, &parse_rate) ||
       !check("queue", "queue", a.queue, &parse_queue_limit))
     return 2;
+  if (a.loss_burst == "off") body["loss_burst"] = "off";
   if (body.empty()) {
-    fmt::print(stderr, "wanlab: link set: nothing to change; give --delay, --jitter, --loss, --rate or --queue\n");
+    fmt::print(stderr,
+               "wanlab: link set: nothing to change; give --delay, --jitter, --loss, --loss-burst, --rate or --queue\n");
     return 2;
   }
   const auto found = find_lab(a.lab);
@@ -225,10 +230,11 @@ int cmd_link_set(const LinkSetArgs& a) {
     return e.value("code", "") == "internal" || e.value("code", "") == "kernel" ? 1 : 2;
   }
   const auto& l = r.body;
-  fmt::print("link {}->{}: delay {} jitter {} loss {} rate {} queue {} ({} packets)\n", l["src"].get<std::string>(),
+  fmt::print("link {}->{}: delay {} jitter {} loss {}{} rate {} queue {} ({} packets)\n", l["src"].get<std::string>(),
              l["dst"].get<std::string>(), l["delay"].get<std::string>(), l["jitter"].get<std::string>(),
-             l["loss"].get<std::string>(), l["rate"].get<std::string>(), l["queue"].get<std::string>(),
-             l["queue_limit_packets"].get<std::uint32_t>());
+             l["loss"].get<std::string>(),
+             l.contains("loss_burst") ? fmt::format(" burst {}", l["loss_burst"].get<std::string>()) : "",
+             l["rate"].get<std::string>(), l["queue"].get<std::string>(), l["queue_limit_packets"].get<std::uint32_t>());
   if (l.contains("note")) fmt::print("note: {}\n", l["note"].get<std::string>());
   return 0;
 }

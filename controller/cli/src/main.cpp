@@ -165,7 +165,10 @@ int main(int argc, char** argv) {
   set_cmd->add_option("--lab", ls.lab, "Lab name (default: the only lab up)");
   set_cmd->add_option("--delay", ls.delay, "One-way delay, e.g. 34ms");
   set_cmd->add_option("--jitter", ls.jitter, "Jitter, e.g. 1ms (never reorders)");
-  set_cmd->add_option("--loss", ls.loss, "Loss, e.g. 0.1%");
+  set_cmd->add_option("--loss", ls.loss, "Loss, e.g. 0.1% (with --loss-burst: in the good state)");
+  set_cmd->add_option("--loss-burst", ls.loss_burst,
+                      "Bursty (Gilbert-Elliott) loss \"P R [BAD]\": good->bad and bad->good per packet, loss in "
+                      "the bad state (default 100%), e.g. \"0.5% 25%\"; \"off\" for random loss only");
   set_cmd->add_option("--rate", ls.rate, "Rate, e.g. 100Mbit or 4.35Gbit");
   set_cmd->add_option("--queue", ls.queue, "Queue limit, packets (1000p) or bytes (4MB)");
 

@@ -32,12 +32,13 @@ using Keys = std::span<const std::string_view>;
 constexpr std::string_view kTopKeys[] = {"name", "description", "lan", "dcs", "wan"};
 constexpr std::string_view kLanKeys[] = {"rate", "delay", "mtu"};
 constexpr std::string_view kDcKeys[] = {"name", "region", "nodes", "gpus_per_node", "gpu"};
-constexpr std::string_view kWanKeys[] = {"between", "from",   "to",   "delay", "rtt",
-                                         "rate",    "jitter", "loss", "queue", "trace"};
+constexpr std::string_view kWanKeys[] = {"between", "from", "to",         "delay", "rtt",  "rate",
+                                         "jitter",  "loss", "loss_burst", "queue", "trace"};
 
 constexpr std::string_view kRateText = "a string with a unit such as \"4Gbit\"";
 constexpr std::string_view kDurationText = "a string with a unit such as \"68ms\"";
 constexpr std::string_view kPercentText = "a percentage string such as \"0.1%\"";
+constexpr std::string_view kLossBurstText = "a string of percentages \"P R [BAD]\" such as \"0.5% 25%\"";
 constexpr std::string_view kQueueText = "a string such as \"1000p\" (packets) or \"4MB\" (bytes)";
 
 constexpr int kMinMtu = 576;  // the smallest MTU every IPv4 host must accept
@@ -355,6 +356,8 @@ class WanParser {
 
     if (const json* l = find(v, "loss"))
       if (auto loss = as_unit(*l, child(at, "loss"), parse_percent, kPercentText, d_)) p.loss = *loss;
+    if (const json* b = find(v, "loss_burst"))
+      if (auto burst = as_unit(*b, child(at, "loss_burst"), parse_loss_burst, kLossBurstText, d_)) p.loss_burst = *burst;
 
     if (const json* q = find(v, "queue"))
       if (auto queue = as_unit(*q, child(at, "queue"), parse_queue_limit, kQueueText, d_)) p.queue = *queue;
@@ -506,6 +509,7 @@ json to_json(const Topology& topo) {
            {"jitter", wanlab::to_string(l.params.jitter)},
            {"loss", wanlab::to_string(l.params.loss)},
            {"rate", wanlab::to_string(l.params.rate)}};
+    if (l.params.loss_burst) j["loss_burst"] = wanlab::to_string(*l.params.loss_burst);
     if (l.params.queue) j["queue"] = wanlab::to_string(*l.params.queue);
     if (l.trace) j["trace"] = l.trace->string();  // absolute once parsed, so any base_dir reads it back
     wan.push_back(std::move(j));

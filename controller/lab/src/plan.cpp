@@ -21,6 +21,7 @@ std::string htb_text(const netlink::HtbClassParams& p) {
 std::string netem_text(const netlink::NetemParams& p) {
   auto s = fmt::format("delay {} jitter {} loss {} limit {}", wanlab::to_string(p.delay), wanlab::to_string(p.jitter),
                        wanlab::to_string(p.loss), p.limit);
+  if (p.loss_burst) s += fmt::format(" gemodel {}", wanlab::to_string(*p.loss_burst));
   if (p.order_rate.bps) s += fmt::format(" order-rate {}", wanlab::to_string(p.order_rate));
   return s;
 }

@@ -38,12 +38,14 @@ WanLinkTc wan_link_tc(const core::Topology& topo, const core::WanLink& link) {
   tc.netem.delay = p.delay;
   tc.netem.jitter = p.jitter;
   tc.netem.loss = p.loss;
+  tc.netem.loss_burst = p.loss_burst;
   tc.netem.limit = tc.limit_packets;
   // With jitter, a netem rate far above the link rate keeps packets in order at a cost of
   // 1/100 of a packet time each.
   tc.netem.order_rate = p.jitter.count() > 0 && !outage ? Rate{p.rate.bps * 100} : Rate{};
   if (outage) {
     tc.netem.loss = Probability{Probability::kOne};
+    tc.netem.loss_burst.reset();
     tc.limit_packets = 0;  // the pfifo leaf (no netem) drops everything; netem keeps its limit
   }
   return tc;

@@ -174,7 +174,7 @@ Message build_netem_qdisc(int ifindex, Handle parent, Handle handle, const Netem
   tc_netem_qopt qopt{};
   qopt.latency = ns_to_ticks(p.delay.count());
   qopt.jitter = ns_to_ticks(p.jitter.count());
-  qopt.loss = probability_to_u32(p.loss);
+  qopt.loss = p.loss_burst ? 0 : probability_to_u32(p.loss);
   qopt.limit = p.limit;
 
   // Offsets, not pointers, so nothing dangles should the message buffer move.
@@ -194,6 +194,20 @@ Message build_netem_qdisc(int ifindex, Handle parent, Handle handle, const Netem
     // the jitter (and cap the link once its rate is raised past it).
     const tc_netem_rate none{};
     check(nla_put(msg.get(), TCA_NETEM_RATE, sizeof(none), &none), op, object);
+  }
+  if (p.loss_burst) {
+    // netem's Gilbert-Elliott model: in the good state a packet is lost when a draw is
+    // below k1 (1-k), in the bad state when it is above h; a change without TCA_NETEM_LOSS
+    // goes back to random loss.
+    tc_netem_gemodel ge{};
+    ge.p = probability_to_u32(p.loss_burst->p);
+    ge.r = probability_to_u32(p.loss_burst->r);
+    ge.h = probability_to_u32(Probability{Probability::kOne - p.loss_burst->bad.ppb});
+    ge.k1 = probability_to_u32(p.loss);
+    nlattr* loss = nla_nest_start(msg.get(), TCA_NETEM_LOSS);
+    if (!loss) throw Error(op, object, ENOMEM, "TCA_NETEM_LOSS");
+    check(nla_put(msg.get(), NETEM_LOSS_GE, sizeof(ge), &ge), op, object);
+    nla_nest_end(msg.get(), loss);
   }
   nlmsghdr* hdr = nlmsg_hdr(msg.get());
   auto* options = reinterpret_cast<nlattr*>(reinterpret_cast<char*>(hdr) + options_at);

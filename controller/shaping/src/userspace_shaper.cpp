@@ -13,6 +13,7 @@ LinkModelParams model_params(const core::Topology& topo, const core::WanLink& li
   m.delay = p.delay;
   m.jitter = p.jitter;
   m.loss = LossModel::bernoulli(p.loss);
+  if (p.loss_burst) m.loss = {p.loss_burst->p, p.loss_burst->r, p.loss, p.loss_burst->bad};
   m.queue = p.queue ? *p.queue : QueueLimit{QueueLimit::Unit::packets, core::default_queue_packets(topo, link)};
   return m;
 }

@@ -40,6 +40,17 @@ struct QueueLimit {
   constexpr auto operator<=>(const QueueLimit&) const = default;
 };
 
+/// Bursty loss (Gilbert-Elliott, netem's "loss gemodel p r 1-h 1-k"): a two-state Markov
+/// chain stepped per packet. `p` = P(good -> bad), `r` = P(bad -> good), `bad` = the loss
+/// rate in the bad state; the good state's loss rate is the link's own `loss`. Mean burst
+/// length in the bad state 1/r packets; mean loss (with 0 in the good state) bad x p/(p+r).
+struct LossBurst {
+  Probability p{};
+  Probability r{};
+  Probability bad{Probability::kOne};
+  constexpr auto operator<=>(const LossBurst&) const = default;
+};
+
 /// Result of parsing a unit string: a value or a reason (without the field name, which
 /// the caller knows).
 template <class T>
@@ -61,6 +72,10 @@ Parsed<Bytes> parse_bytes(std::string_view text);
 Parsed<Probability> parse_percent(std::string_view text);
 // "1000p" / "1000pkt" / "1000packets" (packets) or a byte size as in parse_bytes.
 Parsed<QueueLimit> parse_queue_limit(std::string_view text);
+// "P R" or "P R BAD", percentages separated by spaces: "0.5% 25%", "1% 30% 50%" (BAD
+// defaults to 100%). R must be above 0 (a bad state that is never left loses everything
+// from then on).
+Parsed<LossBurst> parse_loss_burst(std::string_view text);
 
 // Canonical spellings, round-trippable through the parsers.
 std::string to_string(Rate r);         // "4.35Gbit", "100Mbit", "1500bit"
@@ -68,6 +83,7 @@ std::string to_string(Duration d);     // "34.2ms", "250us", "1s", "0ms"
 std::string to_string(Bytes b);        // "64000B" (exact)
 std::string to_string(Probability p);  // "0.1%"
 std::string to_string(QueueLimit q);   // "1000p" or "4000000B"
+std::string to_string(const LossBurst& b);  // "0.5% 25% 100%"
 
 /// Time to put `bytes` on a wire of rate `r` (rounded up to whole nanoseconds).
 Duration serialization_time(Bytes bytes, Rate r);

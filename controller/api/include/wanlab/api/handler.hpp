@@ -48,9 +48,11 @@ struct LinkChange {
   std::optional<Duration> delay;
   std::optional<Duration> jitter;
   std::optional<Probability> loss;
+  // Bursty loss to set (a value) or turn off (nullopt inside); absent: unchanged.
+  std::optional<std::optional<LossBurst>> loss_burst;
   std::optional<Rate> rate;
   std::optional<QueueLimit> queue;
-  bool empty() const { return !delay && !jitter && !loss && !rate && !queue; }
+  bool empty() const { return !delay && !jitter && !loss && !loss_burst && !rate && !queue; }
 };
 
 /// A trace replay to start on a directed link.

@@ -38,7 +38,8 @@ struct Dc {
 struct LinkParams {
   Duration delay{};   // one-way
   Duration jitter{};
-  Probability loss{};
+  Probability loss{};                   // per packet; with loss_burst, in its good state
+  std::optional<LossBurst> loss_burst;  // bursty loss (Gilbert-Elliott); none: random loss only
   Rate rate{};
   std::optional<QueueLimit> queue;  // none: sized from the bandwidth-delay product
   auto operator<=>(const LinkParams&) const = default;

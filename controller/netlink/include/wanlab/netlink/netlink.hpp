@@ -103,6 +103,8 @@ struct NetemParams {
   Duration delay{};
   Duration jitter{};
   Probability loss{};
+  // Gilbert-Elliott loss (netem "loss gemodel p r 1-h 1-k", with 1-k = `loss`); none: random.
+  std::optional<LossBurst> loss_burst;
   std::uint32_t limit = 1000;  // packets
   // When jitter > 0 the message also carries a netem rate far above the link rate, which
   // makes netem keep packets in order (each leaves no earlier than the one before it).
