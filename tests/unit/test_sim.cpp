@@ -8,6 +8,7 @@
 #include <map>
 
 #include "test_workload_fixtures.hpp"
+#include "wanlab/sim/prefill.hpp"
 #include "wanlab/sim/simulator.hpp"
 #include "wanlab/workload/execute.hpp"
 #include "wanlab/workload/metrics.hpp"
@@ -268,4 +269,49 @@ TEST_CASE("bad simulator inputs are refused", "[unit][sim]") {
   opt = {};
   opt.traces.push_back({99, {{0, 1e9}}, 0});
   CHECK_THROWS_AS(sim::simulate(plan_of(s, topo), opt), std::invalid_argument);
+}
+
+TEST_CASE("prefill in the simulator: placed in the bubbles, never on top of training, deterministic", "[sim][bubbletea]") {
+  const auto s = shipped_scenario("three-dc-7b-bubbletea.json");
+  REQUIRE(s.prefill);
+  const auto plan = plan_of(s, core::load_topology(s.topology_path));
+  const auto trained = sim::simulate(plan);
+  auto reports = trained.reports;
+  const auto summary = sim::simulate_prefill(plan, reports);
+
+  // Training is not moved; every GPU ran prefill only where it did not compute.
+  std::size_t prefill_spans = 0;
+  for (std::size_t w = 0; w < reports.size(); ++w) {
+    CHECK(reports[w].iterations == trained.reports[w].iterations);
+    std::vector<std::pair<std::int64_t, std::int64_t>> busy;
+    for (const auto& span : reports[w].spans)
+      if (span.kind == SpanKind::forward || span.kind == SpanKind::backward || span.kind == SpanKind::optimizer ||
+          span.kind == SpanKind::prefill) {
+        busy.emplace_back(span.start_ns, span.end_ns);
+        prefill_spans += span.kind == SpanKind::prefill;
+      }
+    std::sort(busy.begin(), busy.end());
+    for (std::size_t i = 1; i < busy.size(); ++i) {
+      INFO("worker " << w << " span " << i);
+      CHECK(busy[i].first >= busy[i - 1].second);
+    }
+  }
+  CHECK(prefill_spans > 1000);
+  // What the load offered over the run (550 requests/s), placed and completed mostly.
+  const auto ends = iteration_ends(trained.reports);
+  const double run_s = static_cast<double>(ends.back()) / 1e9;
+  CHECK(summary["requests"].get<double>() == Approx(550 * run_s).epsilon(0.05));
+  CHECK(summary["completed"].get<double>() > 0.6 * summary["requests"].get<double>());
+  CHECK(summary["ttft_s"]["p50"].get<double>() > 0);
+  CHECK(summary["ttft_s"]["p50"].get<double>() < s.prefill->deadline_s);
+  CHECK(summary["kv_delivered"] == summary["completed"]);
+  // The GPUs are far busier with the load than without it.
+  const auto before = summarize(plan, trained.reports)["gpu_utilization"]["mean"].get<double>();
+  const auto after = summarize(plan, reports)["gpu_utilization"]["mean"].get<double>();
+  CHECK(before < 0.1);
+  CHECK(after > 0.6);
+  // Same input, same result.
+  auto again = trained.reports;
+  CHECK(sim::simulate_prefill(plan, again) == summary);
+  CHECK(again == reports);
 }

@@ -16,6 +16,17 @@ constexpr Ns kKeepReservations = 1'000'000'000;
 
 }  // namespace
 
+std::vector<Gpu> dispatcher_gpus(const workload::PrefillPlan& p, const core::Topology& topo) {
+  std::vector<Gpu> out;
+  for (const auto& g : p.gpus) {
+    Ns lead = kControlLeadNs;
+    if (g.dc != p.loadgen_dc)
+      if (const auto* l = topo.find_link(p.loadgen_dc, g.dc)) lead += l->params.delay.count();
+    out.push_back({g.effective_flops, lead, g.worker < 0});
+  }
+  return out;
+}
+
 Dispatcher::Dispatcher(std::vector<Gpu> gpus, Options options) : options_(options) {
   for (auto& g : gpus) {
     GpuState s{g, {}, {}, {}};

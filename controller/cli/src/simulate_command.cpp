@@ -11,6 +11,7 @@
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/replay/trace.hpp"
 #include "wanlab/run/results.hpp"
+#include "wanlab/sim/prefill.hpp"
 #include "wanlab/sim/rescale.hpp"
 #include "wanlab/workload/baselines.hpp"
 #include "wanlab/workload/metrics.hpp"
@@ -121,8 +122,11 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
     try {
       const auto plan = workload::build_plan(scen, topo);
       const auto t0 = std::chrono::steady_clock::now();
-      const auto r = sim::simulate(plan, options);
+      auto r = sim::simulate(plan, options);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      // BubbleTea: the prefill load placed into the simulated run's bubbles (sim/prefill.hpp).
+      std::optional<json> prefill;
+      if (scen.prefill) prefill = sim::simulate_prefill(plan, r.reports, options);
 
       std::int64_t end_ns = 0;
       for (const auto& rep : r.reports)
@@ -141,6 +145,7 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
       for (const auto& l : topo.links)
         meta.rate_bps.push_back(static_cast<std::uint64_t>(std::llround(static_cast<double>(l.params.rate.bps) * scen.scale)));
       auto summary = run::make_summary(plan, topo, r.reports, samples, meta);
+      if (prefill) summary["prefill"] = std::move(*prefill);
       const auto timeline = timeline_mode(flags, plan.workers.size());
       all_full = all_full && timeline == "full";
       summary["simulation"] = options_json(options, scen, timeline);

@@ -14,26 +14,11 @@ namespace {
 
 nlohmann::json msg(const std::string& type, const std::string& run) { return {{"v", 1}, {"type", type}, {"run", run}}; }
 
-// From a request's arrival until its prompt can be on a GPU in `dc`: the control round
-// trip and the prompt's trip (one-way WAN delay between DCs).
-constexpr bubbletea::Ns kControlLeadNs = 2'000'000;
-
-std::vector<bubbletea::Gpu> dispatcher_gpus(const workload::PrefillPlan& p, const core::Topology& topo) {
-  std::vector<bubbletea::Gpu> out;
-  for (const auto& g : p.gpus) {
-    bubbletea::Ns lead = kControlLeadNs;
-    if (g.dc != p.loadgen_dc)
-      if (const auto* l = topo.find_link(p.loadgen_dc, g.dc)) lead += l->params.delay.count();
-    out.push_back({g.effective_flops, lead, g.worker < 0});
-  }
-  return out;
-}
-
 }  // namespace
 
 PrefillService::PrefillService(const workload::Plan& plan, std::string run_id, std::uint16_t port, double horizon_s)
     : plan_(workload::plan_prefill(plan)), run_id_(std::move(run_id)), port_(port),
-      dispatcher_(dispatcher_gpus(plan_, plan.topology), {plan_.spec.margin, 1'000'000, 2}) {
+      dispatcher_(bubbletea::dispatcher_gpus(plan_, plan.topology), {plan_.spec.margin, 1'000'000, 2}) {
   arrivals_ = workload::prefill_arrivals(plan_.spec, plan.scenario.seed, horizon_s);
   for (std::size_t dc = 0; dc < plan.topology.dcs.size(); ++dc)
     for (int n = 0; n < plan.topology.dcs[dc].nodes; ++n)

@@ -24,6 +24,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wanlab/workload/prefill.hpp"
+
 namespace wanlab::bubbletea {
 
 using Ns = std::int64_t;
@@ -61,6 +63,13 @@ struct Placement {
   Ns end_ns = 0;    // to (run time x (1 + margin))
   bool operator==(const Placement&) const = default;
 };
+
+/// From a request's arrival until its prompt can be on a GPU: the control round trip (the
+/// load generator asks, the dispatcher answers), plus the one-way WAN delay to another DC.
+inline constexpr Ns kControlLeadNs = 2'000'000;
+
+/// The dispatcher's GPUs for a resolved prefill load, in PrefillPlan::gpus order.
+std::vector<Gpu> dispatcher_gpus(const workload::PrefillPlan& plan, const core::Topology& topo);
 
 class Dispatcher {
  public:
