@@ -8,6 +8,12 @@
 // simulated iteration, the time per GPU x micro-batch and its ratio to the smallest run's
 // (1.0: linear; above: worse than linear).
 //
+// `prefill/N` times BubbleTea's prefill pass (sim::simulate_prefill) on a fair run of the
+// same scenario at N GPUs (16 micro-batches, 2 iterations, 1 warm-up) with a Poisson load
+// of N / 2 requests per second of 2048-token prompts through the training model: the
+// dispatcher places each request among all N GPUs. The second table gives the time per
+// request.
+//
 //   build/bench/sim_speed                          # the default sweep, fair and atlas
 //   build/bench/sim_speed --benchmark_filter=atlas # Google Benchmark's own flags work
 #include <benchmark/benchmark.h>
@@ -19,6 +25,7 @@
 #include <string>
 #include <tuple>
 
+#include "wanlab/sim/prefill.hpp"
 #include "wanlab/sim/rescale.hpp"
 #include "wanlab/sim/simulator.hpp"
 #include "wanlab/workload/plan.hpp"
@@ -80,6 +87,44 @@ void BM_iteration(benchmark::State& state, const std::string& policy) {
                                 last.stats.transfers, static_cast<double>(end) / 1e9};
 }
 
+struct PrefillRow {
+  double seconds = 0;  // mean simulate_prefill() time
+  double requests = 0, completed = 0, utilization = 0;
+};
+std::map<long, PrefillRow> g_prefill;  // by GPUs
+
+void BM_prefill(benchmark::State& state) {
+  const long gpus = state.range(0);
+  auto s = workload::load_scenario(scenario_file());
+  auto topo = core::load_topology(s.topology_path);
+  auto r = sim::rescale_gpus(s, topo, gpus);
+  r.scenario.micro_batches = 16;
+  r.scenario.iterations = 2;
+  r.scenario.warmup = 1;
+  r.scenario.policy = "fair";
+  workload::PrefillSpec p;
+  p.model = r.scenario.model;
+  p.rate_per_s = static_cast<double>(gpus) / 2;
+  p.prompt.tokens = 2048;
+  r.scenario.prefill = p;
+  const auto plan = workload::build_plan(r.scenario, r.topology);
+  const auto trained = sim::simulate(plan);
+  nlohmann::json summary;
+  double total = 0;
+  std::int64_t runs = 0;
+  for (auto _ : state) {
+    auto reports = trained.reports;
+    const auto t0 = std::chrono::steady_clock::now();
+    summary = sim::simulate_prefill(plan, reports);
+    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++runs;
+    benchmark::DoNotOptimize(reports.data());
+  }
+  state.counters["requests"] = summary["requests"].get<double>();
+  g_prefill[gpus] = {total / static_cast<double>(runs), summary["requests"].get<double>(),
+                     summary["completed"].get<double>(), 0};
+}
+
 void sweep(benchmark::internal::Benchmark* b) {
   for (long gpus : {256, 1024, 4096, 16384}) b->Args({gpus, 8});
   for (long mb : {16, 32}) b->Args({16384, mb});
@@ -88,6 +133,7 @@ void sweep(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_iteration, fair, std::string("fair"))->Apply(sweep);
 BENCHMARK_CAPTURE(BM_iteration, atlas, std::string("atlas"))->Apply(sweep);
+BENCHMARK(BM_prefill)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 }  // namespace
 
@@ -96,6 +142,14 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  if (!g_prefill.empty()) {
+    fmt::print("\nBubbleTea's prefill pass (simulate_prefill) on a fair run of {} at N GPUs, N / 2 requests/s:\n",
+               scenario_file().filename().string());
+    fmt::print("| GPUs | requests | completed | wall (s) | us per request |\n| ---: | ---: | ---: | ---: | ---: |\n");
+    for (const auto& [gpus, row] : g_prefill)
+      fmt::print("| {} | {:.0f} | {:.0f} | {:.3f} | {:.1f} |\n", gpus, row.requests, row.completed, row.seconds,
+                 row.requests > 0 ? row.seconds * 1e6 / row.requests : 0.0);
+  }
   if (g_rows.empty()) return 0;
   fmt::print("\nOne iteration of {} grown to N GPUs (simulate() alone; plan built beforehand):\n",
              scenario_file().filename().string());

@@ -49,6 +49,7 @@ void Dispatcher::predict(int gpu, std::vector<Interval> bubbles) {
       merged.push_back(b);
   }
   g.predicted = std::move(merged);
+  g.free_from = 0;
 }
 
 void Dispatcher::learn(int gpu, Ns start, Ns end, const std::vector<Interval>& idle) {
@@ -60,20 +61,27 @@ void Dispatcher::learn(int gpu, Ns start, Ns end, const std::vector<Interval>& i
   predict(gpu, std::move(next));
 }
 
-std::vector<Interval> Dispatcher::free_bubbles(int gpu, Ns from) const {
-  const auto& g = gpus_.at(static_cast<std::size_t>(gpu));
-  std::vector<Interval> out;
+template <class F>
+void Dispatcher::for_each_free(const GpuState& g, Ns from, F&& f) {
   auto r = g.reserved.begin();
   for (const auto& b : g.predicted) {
     if (b.end <= from) continue;
     Ns cursor = std::max(b.start, from);
     while (r != g.reserved.end() && r->end <= cursor) ++r;
     for (auto q = r; q != g.reserved.end() && q->start < b.end; ++q) {
-      if (q->start > cursor) out.push_back({cursor, q->start});
+      if (q->start > cursor && !f(Interval{cursor, q->start})) return;
       cursor = std::max(cursor, q->end);
     }
-    if (cursor < b.end) out.push_back({cursor, b.end});
+    if (cursor < b.end && !f(Interval{cursor, b.end})) return;
   }
+}
+
+std::vector<Interval> Dispatcher::free_bubbles(int gpu, Ns from) const {
+  std::vector<Interval> out;
+  for_each_free(gpus_.at(static_cast<std::size_t>(gpu)), from, [&](const Interval& i) {
+    out.push_back(i);
+    return true;
+  });
   return out;
 }
 
@@ -90,37 +98,44 @@ std::optional<Placement> Dispatcher::place(const Request& r, Ns now) {
   Ns best_score = 0;
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
     auto& g = gpus_[i];
-    prune(g, now);
     const double run_ns = r.flops / g.gpu.effective_flops * 1e9;
     const auto need = static_cast<Ns>(std::ceil(run_ns * (1 + options_.margin)));
     const Ns earliest = now + g.gpu.lead_ns;
+    const Ns outstanding = g.outstanding;
+    // No placement here can beat the best one so far (checked before any per-GPU work: with
+    // thousands of GPUs most are passed over here). free_from: no free time before it.
+    if (best && std::max(earliest, g.free_from) + need + outstanding >= best_score) continue;
+    prune(g, now);
     // Overdue work (its reserved time passed, not done yet) uses the next bubbles first.
-    Ns owed = 0, outstanding = 0;
-    for (const auto& [id, iv] : g.pending) {
+    Ns owed = 0;
+    for (const auto& [id, iv] : g.pending)
       if (iv.start < now) owed += iv.end - iv.start;
-      outstanding += iv.end - iv.start;
-    }
-    if (best && earliest + need + outstanding >= best_score) continue;
-    for (const auto& b : free_bubbles(static_cast<int>(i), earliest)) {
+    bool first = true;
+    for_each_free(g, earliest, [&](const Interval& b) {
+      if (first) g.free_from = b.start;
+      first = false;
       Ns start = std::max(b.start, earliest);
       if (owed > 0) {
         const Ns take = std::min(owed, b.end - start);
         owed -= take;
         start += take;
       }
-      if (best && start + need + outstanding >= best_score) break;
-      if (start + need > r.deadline_ns) break;  // too late to be worth a GPU: queue, then expire
+      if (best && start + need + outstanding >= best_score) return false;
+      if (start + need > r.deadline_ns) return false;  // too late to be worth a GPU: queue, then expire
       if (start + need <= b.end) {
         best = Placement{r.id, static_cast<int>(i), start, start + need};
         best_score = start + need + outstanding;
-        break;
+        return false;
       }
-    }
+      return true;
+    });
+    if (first) g.free_from = kForever;  // no free time at all until predictions or reservations change
   }
   if (best) {
     auto& res = gpus_[static_cast<std::size_t>(best->gpu)].reserved;
     const Interval iv{best->start_ns, best->end_ns};
     gpus_[static_cast<std::size_t>(best->gpu)].pending[r.id] = iv;
+    gpus_[static_cast<std::size_t>(best->gpu)].outstanding += iv.end - iv.start;
     res.insert(std::upper_bound(res.begin(), res.end(), iv,
                                 [](const Interval& a, const Interval& b) { return a.start < b.start; }),
                iv);
@@ -179,10 +194,15 @@ void Dispatcher::finished(int request, Ns at, int preemptions) {
   // Done (often before its reserved time, as GPUs take work early when idle): what is left
   // of its reservation is free again.
   if (rec.placement) {
-    gpus_.at(static_cast<std::size_t>(rec.placement->gpu)).pending.erase(request);
+    auto& g = gpus_.at(static_cast<std::size_t>(rec.placement->gpu));
+    if (const auto p = g.pending.find(request); p != g.pending.end()) {
+      g.outstanding -= p->second.end - p->second.start;
+      g.pending.erase(p);
+    }
     auto& res = gpus_.at(static_cast<std::size_t>(rec.placement->gpu)).reserved;
     const Interval iv{rec.placement->start_ns, rec.placement->end_ns};
     if (const auto r = std::find(res.begin(), res.end(), iv); r != res.end()) res.erase(r);
+    g.free_from = 0;
   }
 }
 

@@ -106,6 +106,8 @@ class Dispatcher {
     std::vector<Interval> predicted;  // sorted, disjoint
     std::vector<Interval> reserved;   // sorted by start
     std::map<int, Interval> pending;  // placed, not reported done: request -> its reservation
+    Ns outstanding = 0;               // their reserved time together
+    Ns free_from = 0;                 // no free predicted time before this (a bound for place())
   };
   struct Record {
     Request request;
@@ -115,6 +117,8 @@ class Dispatcher {
     bool expired = false;
   };
   std::optional<Placement> place(const Request& r, Ns now);
+  template <class F>
+  static void for_each_free(const GpuState& g, Ns from, F&& f);
   void prune(GpuState& g, Ns now);
 
   std::vector<GpuState> gpus_;
