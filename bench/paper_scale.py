@@ -6,13 +6,19 @@ scenario with one pipeline stage per DC (TP 8, 1F1B, 16 micro-batches, 4 connect
 scale 1), runs `wanlab simulate --gpus stages x 64 x 8 --policies fair,atlas --lan-rate
 3.2Tbit` on it and prints one markdown row per scenario.
 
-  bench/paper_scale.py [--wanlab build/controller/wanlab] [--out DIR]
+  bench/paper_scale.py [--wanlab build/controller/wanlab] [--out DIR] [--bubbletea]
+
+--bubbletea prints the BubbleTea table instead: the same scenarios under fair with 4
+connections and a prefill load (Llama-2-7B, long prompts lognormal around 16,384 tokens,
+4,096-32,768, deadline 5 s, Poisson at GPUs / 2 requests per second: about half of what
+the GPUs' bubbles can take), placed by the simulator's prefill pass (sim/prefill.hpp).
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPOLOGIES = {"two-dc": ["use", "euw"], "three-dc": ["use", "usw", "euw"],
@@ -22,12 +28,18 @@ REPLICAS = 64
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("--wanlab", default=os.path.join(ROOT, "build", "controller", "wanlab"))
 ap.add_argument("--out", default="paper-scale")
+ap.add_argument("--bubbletea", action="store_true", help="the BubbleTea table (fair, with a prefill load)")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 
-print("| model | topology | GPUs | pp x dp x tp | fair (s/iter) | atlas (s/iter) | atlas speedup | "
-      "GPU util. fair (%) | atlas (%) | wall (s) |")
-print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+if args.bubbletea:
+    print("| model | topology | GPUs | fair (s/iter) | GPU util. training only (%) | with prefill (%) | requests | "
+          "completed (%) | TTFT p50 / p99 (s) | preemptions | training wait per GPU per iteration (ms) | wall (s) |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+else:
+    print("| model | topology | GPUs | pp x dp x tp | fair (s/iter) | atlas (s/iter) | atlas speedup | "
+          "GPU util. fair (%) | atlas (%) | wall (s) |")
+    print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 for model in ["7b", "70b"]:
     for topo, dcs in TOPOLOGIES.items():
         pp = len(dcs)
@@ -37,12 +49,21 @@ for model in ["7b", "70b"]:
                     "micro_batch_size": 1, "micro_batches": 16, "iterations": 3, "warmup": 1, "connections": 4,
                     "policy": "fair", "compute": "modeled", "scale": 1, "seed": 1,
                     "placement": [[dc] for dc in dcs]}
+        gpus = pp * REPLICAS * 8
+        if args.bubbletea:
+            name += "-bubbletea"
+            scenario["name"] = name
+            scenario["prefill"] = {"model": "7b", "rate_per_s": gpus // 2, "deadline_s": 5,
+                                   "prompt_tokens": {"distribution": "lognormal", "median": 16384, "sigma": 0.3,
+                                                     "min": 4096, "max": 32768},
+                                   "loadgen": f"{dcs[0]}-0", "decode": [f"{dc}-1" for dc in dcs]}
         file = os.path.join(args.out, name + ".json")
         with open(file, "w") as f:
             json.dump(scenario, f, indent=2)
         out = os.path.join(args.out, name)
-        gpus = pp * REPLICAS * 8
-        rc = subprocess.run([args.wanlab, "simulate", file, "--gpus", str(gpus), "--policies", "fair,atlas",
+        policies = "fair" if args.bubbletea else "fair,atlas"
+        t0 = time.monotonic()
+        rc = subprocess.run([args.wanlab, "simulate", file, "--gpus", str(gpus), "--policies", policies,
                              "--connections", "4", "--no-placement-baseline", "--lan-rate", "3.2Tbit",
                              "--timeline", "none", "--out", out], stdout=subprocess.DEVNULL).returncode
         if rc != 0:
@@ -50,6 +71,16 @@ for model in ["7b", "70b"]:
         with open(os.path.join(out, "bench.json")) as f:
             bench = json.load(f)
         s = {v["name"]: v["summary"] for v in bench["variants"]}
+        if args.bubbletea:
+            fair = s["fair-k4"]
+            p = fair["prefill"]
+            training = 1 - fair["bubble_fraction"]
+            print(f"| {model} | {topo} ({pp} DCs) | {gpus} | {fair['iteration_time_s']['mean']:.2f} | "
+                  f"{100 * training:.1f} | {100 * fair['gpu_utilization']['mean']:.1f} | {p['requests']} | "
+                  f"{100 * p['completed'] / max(p['requests'], 1):.1f} | {p['ttft_s']['p50']:.2f} / {p['ttft_s']['p99']:.2f} | "
+                  f"{p['preemptions']} | {1000 * p['training_wait_s_per_iteration']['mean']:.1f} | "
+                  f"{time.monotonic() - t0:.0f} |", flush=True)
+            continue
         fair, atlas = s["fair-k4"], s["atlas-k4"]
         tf, ta = fair["iteration_time_s"]["mean"], atlas["iteration_time_s"]["mean"]
         wall = max(v["summary"]["simulation"]["wall_s"] for v in bench["variants"])
