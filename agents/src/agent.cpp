@@ -60,6 +60,7 @@ struct Agent::Run {
 
   // BubbleTea: prefill on this node's GPUs (by slot), its traffic, the load generator.
   std::map<int, std::unique_ptr<GpuShare>> shares;
+  std::map<std::pair<int, int>, std::unique_ptr<TpSync>> tp_syncs;  // (stage, dp rank): its TP ranks here
   std::map<int, std::unique_ptr<PrefillRunner>> runners;
   std::map<int, Worker*> worker_of_slot;
   std::unique_ptr<SideChannel> side;
@@ -462,6 +463,13 @@ void Agent::handle(const nlohmann::json& m) {
       const auto compute = a.at("compute").get<std::string>();
       const int iterations = a.at("iterations").get<int>();
       if (a.contains("prefill")) setup_prefill(*r, a.at("prefill"), compute == "cuda");
+      // TP ranks in step: where a stage replica's `tp` ranks are all on this node.
+      if (const int tp = a.value("tp", 1); tp > 1) {
+        std::map<std::pair<int, int>, int> local_ranks;
+        for (const auto& p : programs) ++local_ranks[{p.stage, p.dp_rank}];
+        for (const auto& [group, n] : local_ranks)
+          if (n == tp) r->tp_syncs[group] = std::make_unique<TpSync>(tp);
+      }
       std::size_t wi = 0;
       for (const auto& w : a.at("workers")) {
         const double eff = w.at("effective_flops").get<double>();
@@ -514,6 +522,8 @@ void Agent::handle(const nlohmann::json& m) {
           if (share) p["prefill_wait_ns"] = share->training_waited_ns();
           send_(p);
         };
+        if (const auto ts = r->tp_syncs.find({programs[wi].stage, programs[wi].dp_rank}); ts != r->tp_syncs.end())
+          wo.tp_sync = ts->second.get();
         r->workers.push_back(std::make_unique<Worker>(std::move(programs[wi++]), std::move(c), *r->data, wo));
         r->worker_of_slot[slot] = r->workers.back().get();
       }

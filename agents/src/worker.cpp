@@ -57,6 +57,7 @@ void Worker::run(const std::atomic<bool>& abort) {
         case OpKind::forward:
         case OpKind::backward:
         case OpKind::optimizer: {
+          if (options_.tp_sync && !options_.tp_sync->arrive_and_wait(abort)) throw Aborted();
           const auto t0 = Clock::now();
           if (!compute_->run(op, program_.shape, abort)) throw Aborted();
           const auto kind = program::compute_span_kind(op.kind);

@@ -51,6 +51,37 @@ using WanGate = std::function<void(int worker, int peer, int iteration, std::uin
 
 class GpuShare;
 
+/// The tensor-parallel ranks of one stage replica on this node: they start each compute op
+/// together, as the all-reduces inside every TP layer keep real ranks in step. Without it
+/// each rank would run its own pipeline, drifting apart by what its network waits were.
+class TpSync {
+ public:
+  explicit TpSync(int ranks) : ranks_(ranks) {}
+  /// Waits until every rank has arrived; false when `abort` was set meanwhile.
+  bool arrive_and_wait(const std::atomic<bool>& abort) {
+    std::unique_lock lock(mutex_);
+    const std::uint64_t gen = generation_;
+    if (++arrived_ == ranks_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return true;
+    }
+    while (generation_ == gen) {
+      if (abort) return false;
+      cv_.wait_for(lock, std::chrono::milliseconds(10));
+    }
+    return true;
+  }
+
+ private:
+  const int ranks_;
+  int arrived_ = 0;
+  std::uint64_t generation_ = 0;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
 struct WorkerOptions {
   int iterations = 1;
   WanGate wan_gate;         // unset: every message goes at once (`fair`)
@@ -63,6 +94,8 @@ struct WorkerOptions {
       on_iteration;
   /// Prefill shares this worker's GPU (BubbleTea): the worker lends it while it blocks.
   GpuShare* gpu_share = nullptr;
+  /// Its stage replica's TP ranks, when all of them are on this node (else unset).
+  TpSync* tp_sync = nullptr;
 };
 
 class Worker {

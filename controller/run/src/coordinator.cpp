@@ -90,6 +90,7 @@ nlohmann::json RunCoordinator::assignment(const std::string& node) const {
           {"dc", dc},
           {"listen_port", options_.data_port},
           {"iterations", plan_.scenario.iterations},
+          {"tp", plan_.scenario.parallelism.tp},
           {"compute", workload::to_string(plan_.scenario.compute)},
           {"connections", plan_.scenario.connections},
           {"windows", options_.windows},
