@@ -98,6 +98,14 @@ TEST_CASE("router-only plans match their golden operation lists", "[unit][router
     }
     CHECK(off == 3);
   }
+  SECTION("the router's ports keep their offloads with the userspace backend") {
+    auto offloads = [](const lab::Plan& p) {
+      return std::count_if(p.ops.begin(), p.ops.end(),
+                           [](const auto& op) { return std::holds_alternative<lab::DisableOffloads>(op); });
+    };
+    CHECK(offloads(kernel) == 3);
+    CHECK(offloads(userspace) == 0);
+  }
   SECTION("the WAN traffic control is the namespace lab's, on the ports toward each destination") {
     const auto full = lab::plan_lab(topo, {.netem = true});
     std::vector<std::string> from_lab, from_router;
@@ -141,8 +149,8 @@ TEST_CASE("a node of a router-only lab", "[unit][router-only]") {
   CHECK_THROWS_WITH(lab::find_node(topo, "usw-0"), Contains("no node 'usw-0'") && Contains("use-0, use-1, euw-0, apne-0"));
 
   // use routes both other DCs; euw only use (no euw <-> apne link: apne stays unreachable).
-  check_golden("router-only-node-use-1.txt", render(lab::plan_node(topo, "use-1", "eth0")));
-  const auto euw = lab::plan_node(topo, "euw-0", "eth0");
+  check_golden("router-only-node-use-1.txt", render(lab::plan_node(topo, "use-1", "eth0", lab::Backend::kernel)));
+  const auto euw = lab::plan_node(topo, "euw-0", "eth0", lab::Backend::kernel);
   check_golden("router-only-node-euw-0.txt", render(euw));
   int routes = 0;
   for (const auto& op : euw.ops)
@@ -152,6 +160,18 @@ TEST_CASE("a node of a router-only lab", "[unit][router-only]") {
       CHECK(r->via == core::dc_gateway(1));
     }
   CHECK(routes == 1);
+
+  SECTION("offloads go off only for the kernel backend (netem's qdiscs see MTU-sized packets)") {
+    const auto kernel = lab::plan_node(topo, "use-1", "eth0", lab::Backend::kernel);
+    const auto userspace = lab::plan_node(topo, "use-1", "eth0", lab::Backend::userspace);
+    auto offloads = [](const lab::Plan& p) {
+      return std::count_if(p.ops.begin(), p.ops.end(),
+                           [](const auto& op) { return std::holds_alternative<lab::DisableOffloads>(op); });
+    };
+    CHECK(offloads(kernel) == 1);
+    CHECK(offloads(userspace) == 0);
+    CHECK(userspace.ops.size() == kernel.ops.size() - 1);
+  }
 }
 
 TEST_CASE("node hardware addresses follow the address plan", "[unit][router-only]") {

@@ -22,7 +22,8 @@ struct UpArgs {
 int cmd_up(const UpArgs& a);
 /// Prepares this namespace (a container) as node NODE of a router-only lab, then execs
 /// `exec_argv` (if any).
-int cmd_node_setup(const std::string& topology, const std::string& node, const std::vector<std::string>& exec_argv);
+int cmd_node_setup(const std::string& topology, const std::string& node, const std::string& backend,
+                   const std::vector<std::string>& exec_argv);
 
 struct ComposeArgs {
   std::string topology;

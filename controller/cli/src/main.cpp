@@ -172,14 +172,21 @@ int main(int argc, char** argv) {
   set_cmd->add_option("--rate", ls.rate, "Rate, e.g. 100Mbit or 4.35Gbit");
   set_cmd->add_option("--queue", ls.queue, "Queue limit, packets (1000p) or bytes (4MB)");
 
-  std::string ns_topology, ns_node;
+  std::string ns_topology, ns_node, ns_backend = "auto";
   std::vector<std::string> ns_argv;
   auto* node_setup_cmd = app.add_subcommand(
       "node-setup", "Prepare this network namespace (a container) as a node of a router-only lab, then run CMD: "
                     "give the interface holding the node's address the plan's hardware address, turn its offloads "
-                    "off, and route the DCs its DC has WAN links to via the controller (198.18.4k.1)");
+                    "off where the router's backend is kernel, and route the DCs its DC has WAN links to via the "
+                    "controller (198.18.4k.1)");
   node_setup_cmd->add_option("topology", ns_topology, "Topology file (JSON)")->required();
   node_setup_cmd->add_option("node", ns_node, "Node name, e.g. use-0")->required();
+  node_setup_cmd
+      ->add_option("--backend", ns_backend,
+                   "The router's backend, as given to its `up`: kernel (offloads off, so netem sees MTU-sized "
+                   "packets), userspace (offloads on: the engine takes GSO super-frames), or auto: kernel where "
+                   "this kernel has netem (the containers' kernel is the router's)")
+      ->check(CLI::IsMember({"auto", "kernel", "userspace"}));
   node_setup_cmd->add_option("cmd", ns_argv, "Command to run afterwards (after --), e.g. wanlab-agent ...");
   node_setup_cmd->positionals_at_end();
 
@@ -248,7 +255,7 @@ int main(int argc, char** argv) {
     if (*set_cmd) return cmd_link_set(ls);
     if (*node_setup_cmd) {
       if (!ns_argv.empty() && ns_argv.front() == "--") ns_argv.erase(ns_argv.begin());
-      return cmd_node_setup(ns_topology, ns_node, ns_argv);
+      return cmd_node_setup(ns_topology, ns_node, ns_backend, ns_argv);
     }
     if (*compose_cmd) {
       std::string line = "wanlab";

@@ -53,7 +53,8 @@ Plan plan_router(const core::Topology& topo, const std::vector<std::string>& por
   const bool kernel = options.backend == Backend::kernel;
   for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
     plan.ops.push_back(SetForwarding{kOwnNetns, ports[k], kernel});
-    plan.ops.push_back(DisableOffloads{kOwnNetns, ports[k]});
+    // As plan_lab: only the kernel backend needs MTU-sized packets before its qdiscs.
+    if (kernel) plan.ops.push_back(DisableOffloads{kOwnNetns, ports[k]});
     plan.ops.push_back(
         SetAlias{kOwnNetns, ports[k], fmt::format("wanlab {} router->{}", topo.name, topo.dcs[k].name)});
   }
@@ -86,12 +87,12 @@ std::string find_node_interface(const core::Topology& topo, const std::string& n
                                        core::dc_subnet(ik).to_string(), held(addresses)));
 }
 
-Plan plan_node(const core::Topology& topo, const std::string& node, const std::string& ifname) {
+Plan plan_node(const core::Topology& topo, const std::string& node, const std::string& ifname, Backend backend) {
   const auto [k, i] = find_node(topo, node);
   const int ik = static_cast<int>(k);
   Plan plan;
   plan.ops.push_back(SetMac{kOwnNetns, ifname, core::node_mac(ik, i)});
-  plan.ops.push_back(DisableOffloads{kOwnNetns, ifname});
+  if (backend == Backend::kernel) plan.ops.push_back(DisableOffloads{kOwnNetns, ifname});
   for (const auto& l : topo.links) {
     if (l.src != k) continue;
     plan.ops.push_back(AddRoute{kOwnNetns, core::dc_subnet(static_cast<int>(l.dst)), core::dc_gateway(ik), ifname});

@@ -13,7 +13,8 @@
 //     lab up;
 //   - one container per node (`<lab>-<node>`, NET_ADMIN) at the node's address:
 //     `wanlab node-setup` gives its interface the plan's hardware address, turns offloads
-//     off and routes the DCs its DC has links to via the controller, then runs wanlab-agent.
+//     off where the router's backend is kernel (auto: the shared kernel has netem), routes
+//     the DCs its DC has links to via the controller, then runs wanlab-agent.
 // Folders of the project are mounted read-only at the same places under /wanlab (the
 // containers' working folder): topologies/, traces/, bench/scenarios/; the results folder
 // at /wanlab/bench-results, where `wanlab bench` writes by default. Names and labels

@@ -26,7 +26,9 @@ std::vector<std::string> find_router_ports(const core::Topology& topo,
                                            const std::vector<netlink::InterfaceAddress>& addresses);
 
 /// The router's operations on its existing ports (`ports[k]` faces DC k): IPv4 forwarding
-/// on (kernel backend) or off (userspace: the engine forwards), offloads off, an alias
+/// on (kernel backend) or off (userspace: the engine forwards), offloads off with the kernel
+/// backend (its qdiscs then see MTU-sized packets; the userspace engine takes GSO super-frames
+/// and accounts for them as their segments, shaping/gso.hpp), an alias
 /// naming the lab and the DC, and for the kernel backend the WAN links' traffic control
 /// as in plan_lab. Owns no namespace.
 Plan plan_router(const core::Topology& topo, const std::vector<std::string>& ports, const PlanOptions& options);
@@ -41,11 +43,12 @@ std::string find_node_interface(const core::Topology& topo, const std::string& n
                                 const std::vector<netlink::InterfaceAddress>& addresses);
 
 /// A node of a router-only lab, in its own namespace on interface `ifname`: the plan's
-/// hardware address (core::node_mac: the userspace engine sends to it), offloads off
-/// (the router's ports then carry MTU-sized packets with complete checksums, as a namespace
-/// lab's gateways send them), and a route to each DC its DC has a WAN link to, via the
+/// hardware address (core::node_mac: the userspace engine sends to it), with the kernel
+/// backend offloads off (the router's ports then carry MTU-sized packets with complete
+/// checksums, as a namespace lab's gateways send them to netem; the userspace engine takes
+/// the nodes' GSO super-frames as they come, and intra-DC traffic keeps its offloads), and a route to each DC its DC has a WAN link to, via the
 /// router's address in its DC, and no default route (whatever the container runtime set):
 /// DCs without a link stay unreachable, as in namespace labs, and nothing leaves the lab.
-Plan plan_node(const core::Topology& topo, const std::string& node, const std::string& ifname);
+Plan plan_node(const core::Topology& topo, const std::string& node, const std::string& ifname, Backend backend);
 
 }  // namespace wanlab::lab
