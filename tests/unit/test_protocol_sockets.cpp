@@ -164,9 +164,11 @@ TEST_CASE("sockets: an agent and the controller over a Unix socket", "[unit][pro
 
   client.stop();
   REQUIRE(run_until(ioc, [&] { return !controller.closes.empty(); }));
-  // A reset when the agent closed with a ping from the controller still unread.
-  CHECK_THAT(controller.closes[0],
-             Catch::Equals("peer closed the connection") || Catch::Equals("connection reset by peer"));
+  // A reset when the agent closed with a ping from the controller still unread; a broken
+  // pipe when the controller was writing a ping as the agent closed.
+  CHECK_THAT(controller.closes[0], Catch::Equals("peer closed the connection") ||
+                                       Catch::Equals("connection reset by peer") ||
+                                       Catch::Equals("write failed: Broken pipe"));
   CHECK(agent.disconnects.empty());  // no callbacks after stop()
   CHECK(client.channel() == nullptr);
 
