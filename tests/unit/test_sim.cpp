@@ -305,6 +305,13 @@ TEST_CASE("prefill in the simulator: placed in the bubbles, never on top of trai
   CHECK(summary["ttft_s"]["p50"].get<double>() > 0);
   CHECK(summary["ttft_s"]["p50"].get<double>() < s.prefill->deadline_s);
   CHECK(summary["kv_delivered"] == summary["completed"]);
+  // The load's own description, as the lab writes it (workload::prefill_load_summary).
+  CHECK(summary["offered_rate_per_s"] == 550.0);
+  CHECK(summary["model"] == "7b");
+  CHECK(summary["deadline_s"] == 2.0);
+  CHECK(summary["bytes_scale"] == Approx(2e-05));
+  CHECK(summary["loadgen"] == "use-0");
+  CHECK(summary["decode"] == nlohmann::json::array({"use-1", "usw-1", "euw-1"}));
   // The GPUs are far busier with the load than without it.
   const auto before = summarize(plan, trained.reports)["gpu_utilization"]["mean"].get<double>();
   const auto after = summarize(plan, reports)["gpu_utilization"]["mean"].get<double>();

@@ -146,14 +146,7 @@ nlohmann::json PrefillService::summary(bubbletea::Ns from, bubbletea::Ns to) con
   }
   const std::size_t gpus = gpu_of_worker_.size();
   s["training_wait_s_per_iteration"] = {{"mean", gpus ? sum / static_cast<double>(gpus) : 0.0}, {"max", max}};
-  const auto& sp = plan_.spec;
-  s["offered_rate_per_s"] = sp.arrival == workload::PrefillSpec::Arrival::poisson ? sp.rate_per_s : 0.0;
-  s["model"] = sp.model.preset.empty() ? "custom" : sp.model.preset;
-  s["deadline_s"] = sp.deadline_s;
-  s["margin"] = sp.margin;
-  s["bytes_scale"] = plan_.bytes_scale;
-  s["loadgen"] = plan_.loadgen_node;
-  s["decode"] = plan_.decode_nodes;
+  s.update(workload::prefill_load_summary(plan_));
   return s;
 }
 

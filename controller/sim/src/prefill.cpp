@@ -218,14 +218,7 @@ nlohmann::json simulate_prefill(const workload::Plan& plan, std::vector<program:
   s["training_wait_s_per_iteration"] = {{"mean", training_gpus ? sum / static_cast<double>(training_gpus) : 0.0},
                                         {"max", max},
                                         {"fed_back", false}};
-  const auto& sp = pp.spec;
-  s["offered_rate_per_s"] = sp.arrival == workload::PrefillSpec::Arrival::poisson ? sp.rate_per_s : 0.0;
-  s["model"] = sp.model.preset.empty() ? "custom" : sp.model.preset;
-  s["deadline_s"] = sp.deadline_s;
-  s["margin"] = sp.margin;
-  s["bytes_scale"] = pp.bytes_scale;
-  s["loadgen"] = pp.loadgen_node;
-  s["decode"] = pp.decode_nodes;
+  s.update(workload::prefill_load_summary(pp));
   return s;
 }
 

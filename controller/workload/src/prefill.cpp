@@ -121,4 +121,15 @@ PrefillPlan plan_prefill(const Plan& plan) {
   return out;
 }
 
+nlohmann::json prefill_load_summary(const PrefillPlan& plan) {
+  const auto& sp = plan.spec;
+  return {{"offered_rate_per_s", sp.arrival == PrefillSpec::Arrival::poisson ? sp.rate_per_s : 0.0},
+          {"model", sp.model.preset.empty() ? "custom" : sp.model.preset},
+          {"deadline_s", sp.deadline_s},
+          {"margin", sp.margin},
+          {"bytes_scale", plan.bytes_scale},
+          {"loadgen", plan.loadgen_node},
+          {"decode", plan.decode_nodes}};
+}
+
 }  // namespace wanlab::workload

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "wanlab/workload/plan.hpp"
 #include "wanlab/workload/scenario.hpp"
 
@@ -53,5 +55,10 @@ struct PrefillPlan {
 /// the field (an unknown node, an inference node that also hosts training workers).
 /// Requires plan.scenario.prefill.
 PrefillPlan plan_prefill(const Plan& plan);
+
+/// The load's own fields of summary.json's `prefill` part (the lab's and the simulator's):
+/// offered_rate_per_s (0 for a replayed CSV), model, deadline_s, margin, bytes_scale,
+/// loadgen, decode.
+nlohmann::json prefill_load_summary(const PrefillPlan& plan);
 
 }  // namespace wanlab::workload
