@@ -45,13 +45,6 @@ Nanos real_now() {
   return static_cast<Nanos>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::uint16_t ip_checksum(const std::uint8_t* h, std::size_t len) {
-  std::uint32_t sum = 0;
-  for (std::size_t i = 0; i + 1 < len; i += 2) sum += static_cast<std::uint32_t>(h[i] << 8 | h[i + 1]);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<std::uint16_t>(~sum);
-}
-
 // A min-heap of link ids keyed by their next event, with positions for O(log n) updates.
 class EventHeap {
  public:
@@ -515,10 +508,7 @@ struct Engine::Impl {
       stats.ttl_expired++;
     } else {
       ip[8]--;
-      ip[10] = ip[11] = 0;
-      const auto sum = ip_checksum(ip, ihl);
-      ip[10] = static_cast<std::uint8_t>(sum >> 8);
-      ip[11] = static_cast<std::uint8_t>(sum & 0xff);
+      set_ip_checksum(ip, ihl);
       // Frames of a port leave in the order released: switching between its two sockets
       // hands the other one's queued frames to the kernel first.
       const std::uint8_t big = len > small_max;

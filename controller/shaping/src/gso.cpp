@@ -41,6 +41,11 @@ std::uint16_t csum_fold(std::uint32_t sum) {
   return static_cast<std::uint16_t>(sum);
 }
 
+void set_ip_checksum(std::uint8_t* ip, std::size_t ihl) {
+  ip[10] = ip[11] = 0;
+  put16(ip + 10, static_cast<std::uint16_t>(~csum_fold(csum_add(0, ip, ihl))));
+}
+
 GsoInfo gso_info(const VnetHdr& vnet, const std::uint8_t* f, std::uint32_t len) {
   GsoInfo info;
   info.wire_bytes = len;
@@ -102,8 +107,7 @@ void write_chunk(const VnetHdr& vnet, const std::uint8_t* frame, std::uint32_t l
   const std::uint32_t l4_len = h - l4 + plen;
   put16(ip + 2, ihl + l4_len);
   put16(ip + 4, static_cast<std::uint16_t>(get16(ip + 4) + first));  // as the kernel's GSO numbers segments
-  ip[10] = ip[11] = 0;
-  put16(ip + 10, static_cast<std::uint16_t>(~csum_fold(csum_add(0, ip, ihl))));
+  set_ip_checksum(ip, ihl);
 
   std::uint8_t* l4h = out + l4;
   std::uint32_t check_at;
@@ -117,8 +121,7 @@ void write_chunk(const VnetHdr& vnet, const std::uint8_t* frame, std::uint32_t l
     check_at = 6;
   }
   // Pseudo-header: addresses, protocol, L4 length.
-  std::uint32_t pseudo = csum_add(0, ip + 12, 8);
-  pseudo = csum_add(pseudo + ip[9] + l4_len, nullptr, 0);
+  const std::uint32_t pseudo = csum_add(0, ip + 12, 8) + ip[9] + l4_len;
   out_vnet = VnetHdr{};
   if (vnet.flags & kVnetNeedsCsum) {
     // Left for the kernel to complete, as it was: the field holds the pseudo-header sum.

@@ -88,5 +88,7 @@ void split(const VnetHdr& vnet, const std::uint8_t* frame, std::uint32_t len, co
 /// The Internet checksum's folded one's-complement sum of `len` bytes added to `sum`.
 std::uint32_t csum_add(std::uint32_t sum, const std::uint8_t* data, std::size_t len);
 std::uint16_t csum_fold(std::uint32_t sum);
+/// Sets the checksum field of the IPv4 header at `ip` (`ihl` bytes) to its checksum.
+void set_ip_checksum(std::uint8_t* ip, std::size_t ihl);
 
 }  // namespace wanlab::shaping
