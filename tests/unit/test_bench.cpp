@@ -243,3 +243,86 @@ TEST_CASE("bench: training slowdown and the prefill table", "[unit][bench][prefi
   const auto md = cli::bench::markdown(b);
   CHECK(md.find("| fair-k4 | 91.0 | +1.00 | 1000 | 990 | 0.120 | 0.900 | 3 | 40 | 123456 |") != std::string::npos);
 }
+
+TEST_CASE("bench --repeat: statistics of a variant's runs", "[unit][bench]") {
+  CHECK(run_stats({}).is_null());
+  const auto one = run_stats({4.0});
+  CHECK(one.at("mean").get<double>() == 4.0);
+  CHECK(one.at("stdev").is_null());
+  CHECK(one.at("ci95").is_null());
+  // 2, 4, 6: mean 4, sample sd 2, t(0.975, 2 df) = 4.3027: half-width 4.3027 * 2 / sqrt(3).
+  const auto three = run_stats({6.0, 2.0, 4.0});
+  CHECK(three.at("runs") == 3);
+  CHECK(three.at("mean").get<double>() == Approx(4.0));
+  CHECK(three.at("stdev").get<double>() == Approx(2.0));
+  CHECK(three.at("ci95").get<double>() == Approx(4.302653 * 2 / std::sqrt(3.0)).epsilon(1e-5));
+  CHECK(three.at("min").get<double>() == 2.0);
+  CHECK(three.at("max").get<double>() == 6.0);
+}
+
+TEST_CASE("bench --repeat: speedups from runs paired by round", "[unit][bench]") {
+  // The machine slows down from round to round; the variant is 10 % faster in every round.
+  const std::vector<std::optional<double>> fair{4.0, 4.4, 4.8};
+  const std::vector<std::optional<double>> atlas{4.0 / 1.1, 4.4 / 1.1, 4.8 / 1.1};
+  const auto p = paired_speedup(fair, atlas);
+  CHECK(p.at("pairs") == 3);
+  CHECK(p.at("speedup").get<double>() == Approx(1.1));
+  CHECK(p.at("ratio_mean").get<double>() == Approx(1.1));
+  // Pairing takes the drift out: the interval is the point.
+  CHECK(p.at("ci95")[0].get<double>() == Approx(1.1));
+  CHECK(p.at("ci95")[1].get<double>() == Approx(1.1));
+  // Ratios 1.0 and 1.2: mean 1.1, sd 0.1414, t(0.975, 1 df) = 12.706.
+  const auto q = paired_speedup({2.0, 2.4}, {2.0, 2.0});
+  CHECK(q.at("ratio_mean").get<double>() == Approx(1.1));
+  CHECK(q.at("ci95")[0].get<double>() == Approx(1.1 - 12.7062 * 0.141421 / std::sqrt(2.0)).epsilon(1e-4));
+  CHECK(q.at("ci95")[1].get<double>() == Approx(1.1 + 12.7062 * 0.141421 / std::sqrt(2.0)).epsilon(1e-4));
+  // A round where either side did not run is left out; none in common: null.
+  const auto r = paired_speedup({2.0, std::nullopt, 3.0}, {1.0, 1.0, std::nullopt});
+  CHECK(r.at("pairs") == 1);
+  CHECK(r.at("speedup").get<double>() == Approx(2.0));
+  CHECK(r.at("ci95").is_null());
+  CHECK(paired_speedup({std::nullopt}, {1.0}).is_null());
+  CHECK(paired_speedup({}, {}).is_null());
+}
+
+TEST_CASE("bench --repeat: each variant against the baseline and against fair with its connections", "[unit][bench]") {
+  const auto run = [](double mean) { return json{{"iteration_time_s", {{"mean", mean}}}}; };
+  const auto entry = [&](const std::string& name, const std::string& policy, int k, json runs) {
+    return json{{"name", name},
+                {"policy", policy},
+                {"connections", k},
+                {"placement", "atlas-rule"},
+                {"folder", name},
+                {"summary", summary(runs[0].at("iteration_time_s").at("mean").get<double>(), 1, 0, 0, {})},
+                {"runs", std::move(runs)}};
+  };
+  json variants = json::array({entry("fair-k1", "fair", 1, {run(4.0), run(4.2)}),
+                               entry("fair-k4", "fair", 4, {run(3.0), run(3.3)}),
+                               entry("atlas-k4", "atlas", 4, {run(3.3), nullptr}),
+                               {{"name", "fair-k4-dp-across-dcs"}, {"summary", summary(9, 9, 0, 0, {})}}});
+  add_repeat_ratios(variants, "fair-k1");
+  const auto& fk1 = variants[0].at("repeat");
+  CHECK(fk1.at("iteration_time_s").at("mean").get<double>() == Approx(4.1));
+  CHECK(fk1.at("speedup").at("speedup").get<double>() == Approx(1.0));
+  CHECK_FALSE(fk1.contains("vs_fair"));
+  const auto& fk4 = variants[1].at("repeat");
+  CHECK(fk4.at("speedup").at("speedup").get<double>() == Approx(4.1 / 3.15));
+  CHECK(fk4.at("speedup").at("pairs") == 2);
+  const auto& ak4 = variants[2].at("repeat");
+  CHECK(ak4.at("iteration_time_s").at("runs") == 1);  // round 2 did not run
+  CHECK(ak4.at("speedup").at("speedup").get<double>() == Approx(4.0 / 3.3));
+  CHECK(ak4.at("vs_fair").at("reference") == "fair-k4");
+  CHECK(ak4.at("vs_fair").at("speedup").get<double>() == Approx(3.0 / 3.3));
+  CHECK(ak4.at("vs_fair").at("pairs") == 1);
+  CHECK_FALSE(variants[3].contains("repeat"));  // a single run
+
+  const json b{{"scenario", "s"}, {"baseline", "fair-k1"}, {"repeat", 2}, {"variants", variants}};
+  const auto md = markdown(b);
+  INFO(md);
+  CHECK_THAT(md, Contains("Repeated runs: 2 rounds"));
+  CHECK_THAT(md, Contains("| fair-k4 | 2 | 3.150 | 0.212 | +-1.906 | 3.000-3.300 | 1.30x (0.92-1.69) |  |\n"));
+  CHECK_THAT(md, Contains("| atlas-k4 | 1 | 3.300 | n/a | n/a | 3.300-3.300 | 1.21x | 0.91x vs fair-k4 |\n"));
+  // Without --repeat the table stays as it was.
+  CHECK(markdown({{"scenario", "s"}, {"baseline", "fair-k1"}, {"variants", json::array()}}).find("Repeated") ==
+        std::string::npos);
+}

@@ -24,6 +24,7 @@ struct BenchArgs {
   bool quiet = false;
   bool plots_only = false;
   std::string mode = "lab";  // lab, simulate, both
+  int repeat = 1;            // lab runs per variant, in rounds
   SimFlags sim;
 };
 int cmd_bench(const BenchArgs& a);

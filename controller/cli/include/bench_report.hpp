@@ -75,6 +75,27 @@ double wan_utilization(const nlohmann::json& summary);
 /// denominator is 0 or missing is null (so all are null against an empty baseline).
 nlohmann::json ratios(const nlohmann::json& summary, const nlohmann::json& baseline);
 
+/// Repeated runs (`wanlab bench --repeat N`): round r runs every variant once, in order, so
+/// a slow drift of the machine's load reaches all variants alike. Mean, sample standard
+/// deviation, 95 % confidence half-width (Student t) and range of one variant's per-run mean
+/// iteration times; ci95 is null below two runs.
+nlohmann::json run_stats(const std::vector<double>& values);
+
+/// The speedup of `variant` over `reference` from runs paired by round (reference_r /
+/// variant_r, rounds where either is missing left out): {speedup: mean of the reference's
+/// runs over mean of the variant's, ratio_mean, ci95: [low, high] of the mean per-round
+/// ratio (Student t; null below two pairs), pairs}. Null when no round has both.
+nlohmann::json paired_speedup(const std::vector<std::optional<double>>& reference,
+                              const std::vector<std::optional<double>>& variant);
+
+/// bench.json's variants after repeated runs (entries with a "runs" array, one object per
+/// round with that run's iteration_time_s, null for a round it did not run): each such entry
+/// gets "repeat": {iteration_time_s: run_stats of its runs, speedup: paired_speedup over the
+/// baseline, and for a policy other than fair vs_fair: paired_speedup over fair with the
+/// same connections and placement, with its name as "reference"}. "summary" and "ratios"
+/// stay those of the first run (its folder is the variant's).
+void add_repeat_ratios(nlohmann::json& variants, const std::string& baseline);
+
 /// bench.md: a line on what was run, the table (one row per variant), the skipped
 /// variants with their reasons, and what the baseline, scale and backend are.
 std::string markdown(const nlohmann::json& bench);

@@ -46,81 +46,114 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
   }
   catch_interrupts();
 
-  json done = json::array();
+  const int rounds = std::max(1, a.repeat);
+  // Each variant's runs, one per round (null: not run in that round); round r runs every
+  // variant once, in order. Run 1 lives in the variant's folder, run r in NAME-runR.
+  std::vector<json> runs(variants.size(), json::array());
+  std::vector<json> first(variants.size());  // the first run's bench.json entry
+  std::vector<bool> given_up(variants.size(), false);
   bool stop = false;
-  for (std::size_t i = 0; i < variants.size(); ++i) {
-    const auto& v = variants[i];
-    const auto tag = fmt::format("[{}/{}] {}", i + 1, variants.size(), v.name);
-    if (stop || interrupted()) {
-      skipped.push_back({{"name", v.name}, {"reason", interrupted() ? "interrupted" : "the controller was lost"}});
-      continue;
-    }
-    fmt::print("\n{}: policy {}, {} TCP connection{} per WAN peer, placement {}\n", tag, v.policy, v.connections,
-               v.connections == 1 ? "" : "s", v.placement);
-    std::fflush(stdout);
-    const fs::path folder = out / v.name;
-    fs::remove_all(folder, ec);  // an earlier bench's run of this variant
-    const workload::Scenario& scen = v.placement == bench::kDpAcrossDcs ? *dp_across
-                                     : v.training_only                  ? *training_only
-                                                                        : scenario;
-    RunRequest request{fs::absolute(a.scenario), folder, v.connections, v.policy};
-    if (v.placement == bench::kDpAcrossDcs || v.training_only) {
-      // The modified scenario runs from the variant's folder; its topology path is absolute.
-      request.scenario = folder / "bench-scenario.json";
-      try {
-        fs::create_directories(folder);
-        write_text_file(request.scenario, workload::to_json(scen).dump(2) + "\n");
-      } catch (const std::exception& e) {
-        fmt::print(stderr, "wanlab: bench: {}\n", e.what());
-        skipped.push_back({{"name", v.name}, {"reason", e.what()}});
-        rc = 1;
+  for (int round = 1; round <= rounds; ++round) {
+    std::vector<json> this_round(variants.size());  // summaries, for the training-only twins
+    for (std::size_t i = 0; i < variants.size(); ++i) {
+      const auto& v = variants[i];
+      const auto name = round == 1 ? v.name : fmt::format("{}-run{}", v.name, round);
+      const auto tag = rounds == 1 ? fmt::format("[{}/{}] {}", i + 1, variants.size(), v.name)
+                                   : fmt::format("[{}/{} round {}/{}] {}", i + 1, variants.size(), round, rounds, v.name);
+      if (given_up[i]) {
+        runs[i].push_back(nullptr);
         continue;
       }
-    }
-    const auto outcome = run_on_lab(lab.name, request, scen, a.quiet);
-    if (outcome.rc == 0) {
-      const auto& s = outcome.summary;
-      const auto num = [&](const char* pointer) { return bench::number(s, pointer).value_or(0.0); };
-      fmt::print(
-          "{}: iteration time {:.3f} s (p99 {:.3f} s), GPU utilization {:.1f} %, bubble {:.1f} %, WAN "
-          "utilization {:.1f} %\n",
-          tag, num("/iteration_time_s/mean"), num("/iteration_time_s/p99"), 100 * num("/gpu_utilization/mean"),
-          100 * num("/bubble_fraction"), 100 * bench::wan_utilization(s));
-      json entry{{"name", v.name},       {"policy", v.policy}, {"connections", v.connections},
-                 {"placement", v.placement}, {"folder", v.name},   {"summary", s}};
-      if (v.training_only) entry["training_only"] = true;
-      if (s.contains("prefill")) {
-        // The twin ran just before: the slowdown the load caused, into the run's summary too.
-        for (const auto& d : done)
-          if (d.at("name") == v.name + bench::kTrainingOnlySuffix)
-            entry["summary"]["training_slowdown"] = bench::training_slowdown(s, d.at("summary"));
-        const auto& pf = entry["summary"];
-        fmt::print("{}: prefill {} of {} requests done, TTFT p50 {:.3f} s p99 {:.3f} s, {} deadline misses, {} "
-                   "preemptions, training slowdown {}\n",
-                   tag, pf["prefill"].value("completed", 0), pf["prefill"].value("requests", 0),
-                   bench::number(pf, "/prefill/ttft_s/p50").value_or(0), bench::number(pf, "/prefill/ttft_s/p99").value_or(0),
-                   pf["prefill"].value("deadline_misses", 0), pf["prefill"].value("preemptions", 0),
-                   pf["training_slowdown"].is_number()
-                       ? fmt::format("{:+.2f} %", 100 * pf["training_slowdown"].get<double>())
-                       : std::string("n/a"));
+      if (stop || interrupted()) {
+        skipped.push_back({{"name", name}, {"reason", interrupted() ? "interrupted" : "the controller was lost"}});
+        runs[i].push_back(nullptr);
+        continue;
+      }
+      fmt::print("\n{}: policy {}, {} TCP connection{} per WAN peer, placement {}\n", tag, v.policy, v.connections,
+                 v.connections == 1 ? "" : "s", v.placement);
+      std::fflush(stdout);
+      const fs::path folder = out / name;
+      fs::remove_all(folder, ec);  // an earlier bench's run of this variant
+      const workload::Scenario& scen = v.placement == bench::kDpAcrossDcs ? *dp_across
+                                       : v.training_only                  ? *training_only
+                                                                          : scenario;
+      RunRequest request{fs::absolute(a.scenario), folder, v.connections, v.policy};
+      if (v.placement == bench::kDpAcrossDcs || v.training_only) {
+        // The modified scenario runs from the variant's folder; its topology path is absolute.
+        request.scenario = folder / "bench-scenario.json";
         try {
-          write_text_file(folder / "summary.json", entry["summary"].dump(2) + "\n");
+          fs::create_directories(folder);
+          write_text_file(request.scenario, workload::to_json(scen).dump(2) + "\n");
         } catch (const std::exception& e) {
           fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+          skipped.push_back({{"name", name}, {"reason", e.what()}});
+          rc = 1;
+          given_up[i] = true;
+          runs[i].push_back(nullptr);
+          continue;
         }
       }
-      done.push_back(std::move(entry));
-      continue;
+      const auto outcome = run_on_lab(lab.name, request, scen, a.quiet);
+      if (outcome.rc == 0) {
+        json s = outcome.summary;
+        const auto num = [&](const char* pointer) { return bench::number(s, pointer).value_or(0.0); };
+        fmt::print(
+            "{}: iteration time {:.3f} s (p99 {:.3f} s), GPU utilization {:.1f} %, bubble {:.1f} %, WAN "
+            "utilization {:.1f} %\n",
+            tag, num("/iteration_time_s/mean"), num("/iteration_time_s/p99"), 100 * num("/gpu_utilization/mean"),
+            100 * num("/bubble_fraction"), 100 * bench::wan_utilization(s));
+        if (s.contains("prefill")) {
+          // The twin ran just before, in this round: the slowdown the load caused, into the run's summary too.
+          for (std::size_t j = 0; j < variants.size(); ++j)
+            if (variants[j].name == v.name + bench::kTrainingOnlySuffix && this_round[j].is_object())
+              s["training_slowdown"] = bench::training_slowdown(s, this_round[j]);
+          fmt::print("{}: prefill {} of {} requests done, TTFT p50 {:.3f} s p99 {:.3f} s, {} deadline misses, {} "
+                     "preemptions, training slowdown {}\n",
+                     tag, s["prefill"].value("completed", 0), s["prefill"].value("requests", 0),
+                     bench::number(s, "/prefill/ttft_s/p50").value_or(0), bench::number(s, "/prefill/ttft_s/p99").value_or(0),
+                     s["prefill"].value("deadline_misses", 0), s["prefill"].value("preemptions", 0),
+                     s["training_slowdown"].is_number()
+                         ? fmt::format("{:+.2f} %", 100 * s["training_slowdown"].get<double>())
+                         : std::string("n/a"));
+          try {
+            write_text_file(folder / "summary.json", s.dump(2) + "\n");
+          } catch (const std::exception& e) {
+            fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+          }
+        }
+        json run = {{"round", round}, {"folder", name}, {"iteration_time_s", s.value("iteration_time_s", json())},
+                    {"gpu_utilization", s.value("gpu_utilization", json())},
+                    {"bubble_fraction", s.value("bubble_fraction", json())},
+                    {"wan_utilization", bench::wan_utilization(s)}};
+        if (s.contains("training_slowdown")) run["training_slowdown"] = s["training_slowdown"];
+        runs[i].push_back(std::move(run));
+        this_round[i] = s;
+        if (first[i].is_null()) {
+          first[i] = {{"name", v.name},           {"policy", v.policy}, {"connections", v.connections},
+                      {"placement", v.placement}, {"folder", name},     {"summary", std::move(s)}};
+          if (v.training_only) first[i]["training_only"] = true;
+        }
+        continue;
+      }
+      runs[i].push_back(nullptr);
+      if (outcome.rc == 130) {
+        skipped.push_back({{"name", name}, {"reason", "interrupted"}});
+        rc = 130;
+        continue;
+      }
+      fmt::print(stderr, "{}: not run: {}\n", tag, outcome.error);
+      skipped.push_back({{"name", name}, {"reason", outcome.error}});
+      rc = 1;
+      given_up[i] = round == 1;  // refused by the controller: it will be again
+      stop = !lab_running(lab.name);  // nothing more can run without the controller
     }
-    if (outcome.rc == 130) {
-      skipped.push_back({{"name", v.name}, {"reason", "interrupted"}});
-      rc = 130;
-      continue;
-    }
-    fmt::print(stderr, "{}: not run: {}\n", tag, outcome.error);
-    skipped.push_back({{"name", v.name}, {"reason", outcome.error}});
-    rc = 1;
-    stop = !lab_running(lab.name);  // nothing more can run without the controller
+    if (stop || interrupted()) break;  // the later rounds are not listed one by one
+  }
+  json done = json::array();
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    if (first[i].is_null()) continue;
+    if (rounds > 1) first[i]["runs"] = runs[i];
+    done.push_back(std::move(first[i]));
   }
 
   // Ratios against the baseline, when it ran.
@@ -128,6 +161,7 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
   for (const auto& d : done)
     if (d.at("name") == baseline) base = &d.at("summary");
   for (auto& d : done) d["ratios"] = bench::ratios(d.at("summary"), base ? *base : json::object());
+  if (rounds > 1) bench::add_repeat_ratios(done, baseline);
   std::string backend = a.backend;
   if (!done.empty()) backend = done.front().at("summary").value("backend", backend);
   const json result = {
@@ -136,7 +170,8 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
       {"backend", backend},        {"scale", scenario.scale},
       {"created_at", timestamp()}, {"baseline", baseline},
       {"policies", policies},      {"connections", connections},
-      {"variants", done},          {"skipped", skipped}};
+      {"repeat", rounds},          {"variants", done},
+      {"skipped", skipped}};
   const auto md = bench::markdown(result);
   try {
     write_text_file(out / "bench.json", result.dump(2) + "\n");
@@ -168,6 +203,11 @@ int cmd_bench(const BenchArgs& a) {
   std::vector<int> connections;
   try {
     if (a.mode != "lab") (void)parse_sim_flags(a.sim);
+    if (a.mode == "simulate" && a.repeat > 1)
+      throw std::invalid_argument(
+          fmt::format("--repeat {}: the simulator is deterministic, so repeated runs give the same figures; --repeat "
+                      "is for the lab (--mode lab or both)",
+                      a.repeat));
     policies = bench::parse_policies(a.policies.value_or("fair,atlas"));
     scenario = workload::load_scenario(a.scenario);
     topo = core::load_topology(scenario.topology_path);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include <boost/math/distributions/students_t.hpp>
 #include <fmt/format.h>
 
 namespace wanlab::cli::bench {
@@ -166,6 +167,98 @@ json ratios(const json& summary, const json& baseline) {
       {"wan_utilization", ratio(wan_utilization(summary), wan_utilization(baseline))}};
 }
 
+namespace {
+
+// The 97.5 % quantile of Student's t with n - 1 degrees of freedom: a two-sided 95 %
+// interval of a mean of n samples.
+double t975(std::size_t n) {
+  const boost::math::students_t dist(static_cast<double>(n - 1));
+  return boost::math::quantile(dist, 0.975);
+}
+
+struct MeanSd {
+  double mean = 0;
+  double sd = 0;
+};
+
+MeanSd mean_sd(const std::vector<double>& v) {
+  MeanSd m;
+  for (double x : v) m.mean += x;
+  m.mean /= static_cast<double>(v.size());
+  if (v.size() > 1) {
+    for (double x : v) m.sd += (x - m.mean) * (x - m.mean);
+    m.sd = std::sqrt(m.sd / static_cast<double>(v.size() - 1));
+  }
+  return m;
+}
+
+std::vector<std::optional<double>> run_means(const json& entry) {
+  std::vector<std::optional<double>> out;
+  for (const auto& r : entry.value("runs", json::array())) out.push_back(number(r, "/iteration_time_s/mean"));
+  return out;
+}
+
+}  // namespace
+
+json run_stats(const std::vector<double>& values) {
+  if (values.empty()) return nullptr;
+  const auto m = mean_sd(values);
+  return {{"runs", values.size()},
+          {"mean", m.mean},
+          {"stdev", values.size() > 1 ? json(m.sd) : json()},
+          {"ci95", values.size() > 1 ? json(t975(values.size()) * m.sd / std::sqrt(static_cast<double>(values.size())))
+                                     : json()},
+          {"min", *std::min_element(values.begin(), values.end())},
+          {"max", *std::max_element(values.begin(), values.end())}};
+}
+
+json paired_speedup(const std::vector<std::optional<double>>& reference,
+                    const std::vector<std::optional<double>>& variant) {
+  std::vector<double> ref, var, ratio;
+  for (std::size_t r = 0; r < std::min(reference.size(), variant.size()); ++r) {
+    if (!reference[r] || !variant[r] || *reference[r] <= 0 || *variant[r] <= 0) continue;
+    ref.push_back(*reference[r]);
+    var.push_back(*variant[r]);
+    ratio.push_back(*reference[r] / *variant[r]);
+  }
+  if (ratio.empty()) return nullptr;
+  const auto m = mean_sd(ratio);
+  json ci = nullptr;
+  if (ratio.size() > 1) {
+    const double h = t975(ratio.size()) * m.sd / std::sqrt(static_cast<double>(ratio.size()));
+    ci = json::array({m.mean - h, m.mean + h});
+  }
+  return {{"speedup", mean_sd(ref).mean / mean_sd(var).mean}, {"ratio_mean", m.mean}, {"ci95", ci},
+          {"pairs", ratio.size()}};
+}
+
+void add_repeat_ratios(json& variants, const std::string& baseline) {
+  // Copies: the entries below are changed in place.
+  std::map<std::string, std::vector<std::optional<double>>> means;
+  for (const auto& v : variants)
+    if (v.contains("runs")) means[v.value("name", std::string{})] = run_means(v);
+  const auto base = means.find(baseline);
+  for (auto& v : variants) {
+    if (!v.contains("runs")) continue;
+    const auto name = v.value("name", std::string{});
+    std::vector<double> done;
+    for (const auto& m : means[name])
+      if (m) done.push_back(*m);
+    json repeat = {{"iteration_time_s", run_stats(done)}, {"speedup", nullptr}};
+    if (base != means.end()) repeat["speedup"] = paired_speedup(base->second, means[name]);
+    const auto policy = v.value("policy", std::string{});
+    if (policy != "fair" && !v.value("training_only", false)) {
+      const auto fair = variant_name("fair", v.value("connections", 1), v.value("placement", std::string{kAtlasRule}));
+      if (const auto f = means.find(fair); f != means.end()) {
+        auto p = paired_speedup(f->second, means[name]);
+        if (p.is_object()) p["reference"] = fair;
+        repeat["vs_fair"] = p;
+      }
+    }
+    v["repeat"] = std::move(repeat);
+  }
+}
+
 std::string markdown(const json& bench) {
   const auto baseline = bench.value("baseline", std::string{});
   const double scale = bench.value("scale", 1.0);
@@ -194,6 +287,39 @@ std::string markdown(const json& bench) {
                       speedup.is_number() ? fmt::format("{:.2f}x", speedup.get<double>()) : "n/a",
                       fixed(at("/gpu_utilization/mean"), "{:.1f}", 100), fixed(at("/bubble_fraction"), "{:.1f}", 100),
                       fmt::format("{:.1f}", 100 * wan_utilization(s)));
+  }
+  const auto repeats = bench.value("repeat", 1);
+  if (repeats > 1) {
+    md += fmt::format(
+        "\nRepeated runs: {} rounds, each running every variant once in the order above; the table above is "
+        "each variant's first run. Mean, standard deviation and 95 % confidence interval (Student t) of the runs' "
+        "mean iteration times; speedups from runs paired by round (mean of the per-round ratios, 95 % CI).\n\n",
+        repeats);
+    md += "| variant | runs | iteration time mean (s) | sd (s) | 95 % CI (s) | min-max (s) | speedup vs baseline "
+          "(95 % CI) | vs fair, same connections (95 % CI) |\n";
+    md += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    const auto with_ci = [](const json& p) -> std::string {
+      if (!p.is_object() || !p.value("speedup", json()).is_number()) return "n/a";
+      auto out = fmt::format("{:.2f}x", p.at("speedup").get<double>());
+      const auto ci = p.value("ci95", json());
+      if (ci.is_array() && ci.size() == 2)
+        out += fmt::format(" ({:.2f}-{:.2f})", ci[0].get<double>(), ci[1].get<double>());
+      return out;
+    };
+    for (const auto& v : bench.value("variants", json::array())) {
+      if (!v.contains("repeat")) continue;
+      const auto& r = v.at("repeat");
+      const auto t = r.value("iteration_time_s", json());
+      const auto vs = r.value("vs_fair", json());
+      md += fmt::format(
+          "| {} | {} | {} | {} | {} | {} | {} | {} |\n", v.value("name", std::string{"?"}),
+          t.is_object() ? t.value("runs", 0) : 0, t.is_object() ? fixed(t.value("mean", json()), "{:.3f}") : "n/a",
+          t.is_object() ? fixed(t.value("stdev", json()), "{:.3f}") : "n/a",
+          t.is_object() ? fixed(t.value("ci95", json()), "+-{:.3f}") : "n/a",
+          t.is_object() ? fixed(t.value("min", json()), "{:.3f}") + "-" + fixed(t.value("max", json()), "{:.3f}") : "n/a",
+          with_ci(r.value("speedup", json())),
+          vs.is_object() ? with_ci(vs) + " vs " + vs.value("reference", std::string{"?"}) : "");
+    }
   }
   bool prefill = false;
   for (const auto& v : bench.value("variants", json::array()))
@@ -264,12 +390,15 @@ json crosscheck(const json& lab, const json& sim) {
     }
     const auto& ls = v.contains("summary") ? v.at("summary") : json::object();
     const auto& ss = it->second.contains("summary") ? it->second.at("summary") : json::object();
-    const auto lt = number(ls, "/iteration_time_s/mean");
+    // Repeated lab runs: their mean.
+    const auto lt = v.contains("repeat") ? number(v.at("repeat"), "/iteration_time_s/mean")
+                                         : number(ls, "/iteration_time_s/mean");
     const auto st = number(ss, "/iteration_time_s/mean");
     json row = {{"name", name},
                 {"lab_iteration_s", lt ? json(*lt) : json()},
                 {"sim_iteration_s", st ? json(*st) : json()},
                 {"error", json()},
+                {"lab_runs", v.contains("repeat") ? number(v.at("repeat"), "/iteration_time_s/runs").value_or(0) : 1},
                 {"lab_gpu_utilization", number(ls, "/gpu_utilization/mean").value_or(0.0)},
                 {"sim_gpu_utilization", number(ss, "/gpu_utilization/mean").value_or(0.0)}};
     if (lt && st && *lt > 0) {
@@ -303,6 +432,10 @@ std::string crosscheck_markdown(const json& check) {
   const auto worst = check.value("max_abs_error", json());
   md += fmt::format("\nLargest error: {}. Error = simulated / lab mean iteration time - 1.\n",
                     worst.is_number() ? fmt::format("{:.1f} %", 100 * worst.get<double>()) : "n/a");
+  double most_runs = 1;
+  for (const auto& v : check.value("variants", json::array())) most_runs = std::max(most_runs, v.value("lab_runs", 1.0));
+  if (most_runs > 1)
+    md += fmt::format("The lab's figure is the mean over its repeated runs (up to {:.0f} per variant).\n", most_runs);
   for (const auto& u : check.value("unmatched", json::array()))
     md += fmt::format("- `{}` ran only in the {}\n", u.value("name", std::string{"?"}), u.value("ran", std::string{"?"}));
   return md;

@@ -83,6 +83,14 @@ int main(int argc, char** argv) {
                         "no root); both: in the lab (OUT/lab) and the simulator (OUT/sim), then print and write "
                         "the simulator's error per variant (OUT/crosscheck.md, crosscheck.json)")
       ->check(CLI::IsMember({"lab", "simulate", "both"}));
+  bench_cmd->add_option("--repeat", bench.repeat,
+                        "Lab runs per variant (default 1), in rounds that run every variant once: bench.md adds each "
+                        "variant's mean, standard deviation and 95 % confidence interval over the runs, and speedups "
+                        "paired by round with their 95 % CI (against the baseline, and for a policy other than fair "
+                        "against fair with the same connections). Run 1 is the variant's folder, run R is NAME-runR. "
+                        "The simulator is deterministic: with --mode both it runs once and is compared to the lab's "
+                        "mean over the runs")
+      ->check(CLI::Range(1, 100));
   const auto add_sim_flags = [](CLI::App* cmd, SimFlags& f) {
     cmd->add_option("--lan-rate", f.lan_rate,
                     "Simulator: each node's link to its DC's network, each direction, e.g. 10Gbit (default: the "
