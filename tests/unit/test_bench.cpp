@@ -326,3 +326,48 @@ TEST_CASE("bench --repeat: each variant against the baseline and against fair wi
   CHECK(markdown({{"scenario", "s"}, {"baseline", "fair-k1"}, {"variants", json::array()}}).find("Repeated") ==
         std::string::npos);
 }
+
+TEST_CASE("lan_scale: all-reduce rings inside a DC move lan_scale x bytes, rings across the WAN scale x bytes",
+          "[unit][bench][workload][placement]") {
+  const auto topo = shipped_topology("two-dc.json");
+  auto s = scenario(2, 4, 4, 8);
+  s.scale = 0.05;
+  const auto ring_bytes = [](const workload::Plan& plan) {
+    std::set<std::uint64_t> out;
+    for (const auto& p : plan.programs)
+      for (const auto& op : p.ops)
+        if (op.kind == program::OpKind::allreduce) out.insert(op.bytes);
+    return out;
+  };
+  const auto expected = [&](double scale) {
+    std::set<std::uint64_t> out;  // one size per stage (the first and last hold the embeddings)
+    for (const auto& st : workload::build_plan(s, topo).stages)
+      out.insert(workload::scaled_bytes(st.gradient_bytes_per_gpu, scale));
+    return out;
+  };
+  CHECK(ring_bytes(workload::build_plan(s, topo)) == expected(0.05));
+  s.lan_scale = 0.001;
+  const auto atlas = workload::build_plan(s, topo);
+  CHECK(ring_bytes(atlas) == expected(0.001));
+  // The WAN carries the same bytes: only the DC-internal rings changed.
+  auto no_lan = s;
+  no_lan.lan_scale.reset();
+  CHECK(atlas.wan_bytes_total() == workload::build_plan(no_lan, topo).wan_bytes_total());
+  // DP across DCs: every ring crosses the WAN, so it is WAN traffic at scale.
+  const auto across = workload::build_plan(workload::dp_across_dcs_placement(s, topo), topo);
+  CHECK(ring_bytes(across) == expected(0.05));
+  // A shaped LAN keeps time only with bytes and rate scaled alike: refused with the reason.
+  auto shaped = json::parse(R"({"name": "t", "lan": {"rate": "10Gbit"},
+      "dcs": [{"name": "a", "nodes": 2, "gpus_per_node": 8}, {"name": "b", "nodes": 2, "gpus_per_node": 8}],
+      "wan": [{"between": ["a", "b"], "rtt": "20ms", "rate": "1Gbit"}]})");
+  try {
+    workload::build_plan(s, core::parse_topology(shaped, "t.json", {}));
+    FAIL("expected a ConfigError");
+  } catch (const core::ConfigError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(e.diagnostics()[0].path == "/lan_scale");
+    CHECK_THAT(e.diagnostics()[0].reason, Contains("shapes its LAN (lan.rate 10Gbit"));
+  }
+  s.lan_scale.reset();
+  CHECK_NOTHROW(workload::build_plan(s, core::parse_topology(shaped, "t.json", {})));
+}

@@ -128,6 +128,26 @@ TEST_CASE("tcp_window: a size at full scale, run as window x scale", "[unit][wor
   }
 }
 
+TEST_CASE("lan_scale: the bytes of all-reduces inside a DC, scale by default", "[unit][workload][scenario]") {
+  auto doc = base();
+  doc["scale"] = 0.05;
+  CHECK_FALSE(parse(doc).lan_scale);
+  CHECK(run_lan_scale(parse(doc)) == 0.05);
+  doc["lan_scale"] = 0.001;
+  const auto s = parse(doc);
+  REQUIRE(s.lan_scale);
+  CHECK(run_lan_scale(s) == 0.001);
+  CHECK(to_json(s)["lan_scale"] == 0.001);
+  CHECK_FALSE(to_json(parse(base())).contains("lan_scale"));
+  for (const json& bad : {json(0), json(-0.1), json(1.5)}) {
+    doc["lan_scale"] = bad;
+    INFO(bad.dump());
+    CHECK_THAT(only_problem(doc, "/lan_scale"), Contains("all-reduces inside a DC"));
+  }
+  doc["lan_scale"] = "0.01";
+  CHECK_THAT(only_problem(doc, "/lan_scale"), Contains("expected a number in (0, 1]"));
+}
+
 TEST_CASE("custom models: defaults and preset overrides", "[unit][workload][scenario]") {
   auto doc = base();
   doc["model"] = {{"layers", 4}, {"hidden", 4096}, {"heads", 32}, {"seq_len", 1024}, {"vocab", 1000}};

@@ -7,6 +7,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "wanlab/core/diagnostics.hpp"
 #include "wanlab/workload/gpu.hpp"
 
 namespace wanlab::workload {
@@ -37,7 +38,11 @@ std::vector<std::pair<OpKind, int>> pipeline_order(Schedule schedule, int pp, in
 }
 
 std::uint64_t scaled_bytes(const Scenario& scenario, std::uint64_t bytes) {
-  const double scaled = std::round(static_cast<double>(bytes) * scenario.scale);
+  return scaled_bytes(bytes, scenario.scale);
+}
+
+std::uint64_t scaled_bytes(std::uint64_t bytes, double scale) {
+  const double scaled = std::round(static_cast<double>(bytes) * scale);
   return std::max<std::uint64_t>(1, static_cast<std::uint64_t>(scaled));
 }
 
@@ -101,8 +106,11 @@ program::WorkerProgram worker_program(const Plan& plan, const WorkerPlacement& w
   if (par.dp > 1) {
     Op ar;
     ar.kind = OpKind::allreduce;
-    ar.bytes = scaled_bytes(s, cost.gradient_bytes_per_gpu);
     for (int r = 0; r < par.dp; ++r) ar.ring.push_back(worker_id(par, w.stage, r, w.tp_rank));
+    // A ring inside one DC scales by lan_scale; one with a WAN hop is WAN traffic.
+    bool one_dc = true;
+    for (int id : ar.ring) one_dc = one_dc && plan.workers.at(static_cast<std::size_t>(id)).dc == w.dc;
+    ar.bytes = scaled_bytes(cost.gradient_bytes_per_gpu, one_dc ? run_lan_scale(s) : s.scale);
     p.ops.push_back(std::move(ar));
   }
   p.ops.push_back(compute_op(OpKind::optimizer, -1, cost.optimizer_flops));
@@ -136,10 +144,18 @@ Plan build_plan(const Scenario& scenario, const core::Topology& topo) {
   Plan plan;
   plan.scenario = scenario;
   plan.topology = topo;
+  if (scenario.lan_scale && (topo.lan.rate.bps > 0 || topo.lan.delay.count() > 0)) {
+    core::Diagnostics d(scenario.source_file);
+    d.add("/lan_scale", fmt::format("topology {} shapes its LAN (lan.rate {}, lan.delay {}): all-reduce bytes inside a "
+                                    "DC must scale as its rate does; leave lan_scale out (it is for unshaped LANs)",
+                                    topo.name, wanlab::to_string(topo.lan.rate), wanlab::to_string(topo.lan.delay)));
+    d.throw_if_any();
+  }
   plan.workers = place_workers(scenario, topo);
   plan.stages = stage_costs(scenario.model, scenario.parallelism, scenario.micro_batch_size);
-  plan.pipeline_message_bytes = scaled_bytes(scenario, activation_bytes(scenario.model, scenario.micro_batch_size) /
-                                                           static_cast<std::uint64_t>(scenario.parallelism.tp));
+  plan.pipeline_message_bytes = scaled_bytes(activation_bytes(scenario.model, scenario.micro_batch_size) /
+                                                               static_cast<std::uint64_t>(scenario.parallelism.tp),
+                                                           scenario.scale);
   for (const auto& w : plan.workers) {
     plan.programs.push_back(worker_program(plan, w));
     plan.effective_flops.push_back(effective_flops(topo.dcs.at(w.dc).gpu, scenario.model.dtype, scenario.mfu));

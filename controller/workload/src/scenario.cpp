@@ -24,7 +24,7 @@ constexpr std::string_view kCongestion[] = {"cubic", "bbr", "reno"};
 constexpr std::string_view kTopKeys[] = {
     "name",     "description",      "topology",      "model",      "gpu",      "parallelism",
     "schedule", "micro_batch_size", "micro_batches", "iterations", "warmup",   "connections",
-    "policy",   "compute",          "scale",         "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill"};
+    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill"};
 constexpr std::string_view kPrefillKeys[] = {"model",  "arrival", "rate_per_s", "trace",           "loop",
                                              "prompt_tokens", "deadline_s", "margin", "loadgen", "decode",
                                              "inference_nodes", "scale"};
@@ -295,6 +295,9 @@ class ScenarioParser {
         s_.compute = *mode == "cuda" ? ComputeMode::cuda : ComputeMode::modeled;
     if (const json* v = find(doc, "scale"))
       if (auto scale = as_fraction(*v, "/scale", "it multiplies bytes and link rates", d_)) s_.scale = *scale;
+    if (const json* v = find(doc, "lan_scale"))
+      if (auto ls = as_fraction(*v, "/lan_scale", "it multiplies the bytes of DP all-reduces inside a DC", d_))
+        s_.lan_scale = *ls;
     if (const json* v = find(doc, "seed"))
       if (auto seed = as_unsigned(*v, "/seed", d_)) s_.seed = *seed;
     if (const json* v = find(doc, "tcp_slow_start_after_idle"))
@@ -671,6 +674,7 @@ json to_json(const Scenario& s) {
          {"tcp_slow_start_after_idle", s.tcp_slow_start_after_idle},
          {"tcp_congestion", s.tcp_congestion}};
   if (s.tcp_window) j["tcp_window"] = *s.tcp_window;
+  if (s.lan_scale) j["lan_scale"] = *s.lan_scale;
   if (!s.description.empty()) j["description"] = s.description;
   if (!s.placement.empty()) j["placement"] = s.placement;
   if (s.prefill) {

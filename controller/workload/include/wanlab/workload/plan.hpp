@@ -73,6 +73,8 @@ std::int64_t compute_before(const Plan& plan, int worker, std::size_t index);
 
 /// The bytes a scenario puts on the wire for `bytes` of payload: x scale, rounded, at least 1.
 std::uint64_t scaled_bytes(const Scenario& scenario, std::uint64_t bytes);
+/// bytes x scale, rounded, at least 1.
+std::uint64_t scaled_bytes(std::uint64_t bytes, double scale);
 
 /// Places the workers and builds their programs. Throws core::ConfigError when the
 /// scenario does not fit the lab (see place_workers).

@@ -118,6 +118,11 @@ struct Scenario {
   std::string policy = "fair";
   ComputeMode compute = ComputeMode::modeled;
   double scale = 1;  // multiplies bytes and link rates
+  /// Multiplies the bytes of the traffic that stays inside a DC (each DP all-reduce ring
+  /// whose GPUs are all in one DC) in place of `scale`; only with an unshaped LAN (the
+  /// topology sets no lan.rate or lan.delay), whose model time is zero whatever the bytes,
+  /// so it changes only what the lab's machine must copy. nullopt: `scale`.
+  std::optional<double> lan_scale;
   std::uint64_t seed = 1;
   /// Linux's net.ipv4.tcp_slow_start_after_idle on the nodes during the run. Off by
   /// default, as on hosts tuned for WAN transfers: a connection idle between two pipeline
@@ -144,6 +149,9 @@ inline constexpr double kDefaultTcpWindowBytes = 3.0 * 1024 * 1024;
 inline double run_tcp_window(const Scenario& s) {
   return s.tcp_window ? static_cast<double>(*s.tcp_window) * s.scale : kDefaultTcpWindowBytes;
 }
+
+/// The multiplier of the bytes of all-reduce rings inside one DC: lan_scale, else scale.
+inline double run_lan_scale(const Scenario& s) { return s.lan_scale.value_or(s.scale); }
 
 /// Reads, parses and validates a scenario file. Throws core::ConfigError listing every
 /// problem (unreadable file, bad JSON with line/column, all validation errors at once).
