@@ -194,7 +194,7 @@ TEST_CASE("a ring all-reduce takes 2(n-1) chunk transfers after its last rank en
   const auto r = sim::simulate(plan, opt);
   for (int stage = 0; stage < 3; ++stage) {
     const auto& cost = plan.stages.at(static_cast<std::size_t>(stage));
-    const auto bytes = scaled_bytes(s, cost.gradient_bytes_per_gpu);
+    const auto bytes = scaled_bytes(cost.gradient_bytes_per_gpu, run_lan_scale(s));  // a ring inside one DC
     const double chunk = static_cast<double>(program::ring_chunk_bytes(bytes, 4));
     const double expected = 6 * chunk * 8 * kWireOverhead * 8 / 10e9;
     for (int it = 0; it < s.iterations; ++it) {

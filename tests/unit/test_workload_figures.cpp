@@ -39,7 +39,7 @@ TEST_CASE("figures of the shipped scenarios", "[.][figures]") {
           static_cast<double>(c.parameters_per_gpu) / 1e9, c.forward_flops / flops * 1e3,
           c.backward_flops / flops * 1e3, c.optimizer_flops / flops * 1e3,
           static_cast<double>(c.gradient_bytes_per_gpu) / 1e6,
-          static_cast<double>(scaled_bytes(s, c.gradient_bytes_per_gpu)) / 1e6);
+          static_cast<double>(scaled_bytes(c.gradient_bytes_per_gpu, run_lan_scale(s))) / 1e6);
     }
     const auto act = activation_bytes(s.model, s.micro_batch_size);
     std::cout << fmt::format("  activations per micro-batch {:.2f} MB; per TP rank {:.2f} MB, scaled {:.3f} MB\n",
