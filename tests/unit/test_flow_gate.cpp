@@ -375,3 +375,22 @@ TEST_CASE("declared flow ids are unique and non-negative", "[unit][gate]") {
   CHECK(g.admit(0, 1, 1, dropped) == FlowGates::Verdict::held);
   CHECK(g.hold_capacity() == 1);
 }
+
+TEST_CASE("a frame stamped before its gate opened, handled after, passes at the opening", "[unit][gate]") {
+  // The engine reads a batch of frames after a command opened the gate; one of them the
+  // kernel stamped just before: it did not enter the link before the window.
+  FlowGates g({{10, {slot_match(kA, kB, 0)}}}, 4);
+  g.set_open(0, true, 1000);
+  std::uint32_t dropped = 0;
+  REQUIRE(g.admit(0, 1, 100, dropped) == FlowGates::Verdict::pass);
+  g.entered(0, 100, 990);
+  std::vector<FlowCounters> c;
+  g.counters(c);
+  CHECK(c[0].first_admitted_ns == 1000);
+  CHECK(c[0].last_admitted_ns == 1000);
+  g.entered(0, 100, 1200);
+  g.counters(c);
+  CHECK(c[0].first_admitted_ns == 1000);
+  CHECK(c[0].last_admitted_ns == 1200);
+  CHECK(c[0].admitted_bytes == 200);
+}

@@ -210,9 +210,11 @@ class FlowGates {
 
  private:
   static void entered(FlowCounters& c, std::uint32_t bytes, Nanos now) {
+    // A frame the kernel stamped before the gate opened, handled after: it passed at the opening.
+    const Nanos at = c.opened_ns > now ? c.opened_ns : now;
     c.admitted_bytes += bytes;
-    if (c.first_admitted_ns < 0 && c.opened_ns >= 0) c.first_admitted_ns = now;
-    c.last_admitted_ns = now;
+    if (c.first_admitted_ns < 0 && c.opened_ns >= 0) c.first_admitted_ns = at;
+    c.last_admitted_ns = at;
   }
   struct HeldPacket {
     std::uint32_t handle = 0;
