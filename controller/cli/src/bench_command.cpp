@@ -54,7 +54,6 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
   std::vector<bool> given_up(variants.size(), false);
   bool stop = false;
   for (int round = 1; round <= rounds; ++round) {
-    std::vector<json> this_round(variants.size());  // summaries, for the training-only twins
     for (std::size_t i = 0; i < variants.size(); ++i) {
       const auto& v = variants[i];
       const auto name = round == 1 ? v.name : fmt::format("{}-run{}", v.name, round);
@@ -104,9 +103,9 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
             100 * num("/bubble_fraction"), 100 * bench::wan_utilization(s));
         if (s.contains("prefill")) {
           // The twin ran just before, in this round: the slowdown the load caused, into the run's summary too.
-          for (std::size_t j = 0; j < variants.size(); ++j)
-            if (variants[j].name == v.name + bench::kTrainingOnlySuffix && this_round[j].is_object())
-              s["training_slowdown"] = bench::training_slowdown(s, this_round[j]);
+          for (std::size_t j = 0; j < i; ++j)
+            if (variants[j].name == v.name + bench::kTrainingOnlySuffix && runs[j].back().is_object())
+              s["training_slowdown"] = bench::training_slowdown(s, runs[j].back());
           fmt::print("{}: prefill {} of {} requests done, TTFT p50 {:.3f} s p99 {:.3f} s, {} deadline misses, {} "
                      "preemptions, training slowdown {}\n",
                      tag, s["prefill"].value("completed", 0), s["prefill"].value("requests", 0),
@@ -127,7 +126,6 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
                     {"wan_utilization", bench::wan_utilization(s)}};
         if (s.contains("training_slowdown")) run["training_slowdown"] = s["training_slowdown"];
         runs[i].push_back(std::move(run));
-        this_round[i] = s;
         if (first[i].is_null()) {
           first[i] = {{"name", v.name},           {"policy", v.policy}, {"connections", v.connections},
                       {"placement", v.placement}, {"folder", name},     {"summary", std::move(s)}};

@@ -176,9 +176,11 @@ double t975(std::size_t n) {
   return boost::math::quantile(dist, 0.975);
 }
 
+// Mean, sample standard deviation and the 95 % half-width of the mean (0 below two values).
 struct MeanSd {
   double mean = 0;
   double sd = 0;
+  double ci95 = 0;
 };
 
 MeanSd mean_sd(const std::vector<double>& v) {
@@ -188,6 +190,7 @@ MeanSd mean_sd(const std::vector<double>& v) {
   if (v.size() > 1) {
     for (double x : v) m.sd += (x - m.mean) * (x - m.mean);
     m.sd = std::sqrt(m.sd / static_cast<double>(v.size() - 1));
+    m.ci95 = t975(v.size()) * m.sd / std::sqrt(static_cast<double>(v.size()));
   }
   return m;
 }
@@ -206,8 +209,7 @@ json run_stats(const std::vector<double>& values) {
   return {{"runs", values.size()},
           {"mean", m.mean},
           {"stdev", values.size() > 1 ? json(m.sd) : json()},
-          {"ci95", values.size() > 1 ? json(t975(values.size()) * m.sd / std::sqrt(static_cast<double>(values.size())))
-                                     : json()},
+          {"ci95", values.size() > 1 ? json(m.ci95) : json()},
           {"min", *std::min_element(values.begin(), values.end())},
           {"max", *std::max_element(values.begin(), values.end())}};
 }
@@ -223,17 +225,13 @@ json paired_speedup(const std::vector<std::optional<double>>& reference,
   }
   if (ratio.empty()) return nullptr;
   const auto m = mean_sd(ratio);
-  json ci = nullptr;
-  if (ratio.size() > 1) {
-    const double h = t975(ratio.size()) * m.sd / std::sqrt(static_cast<double>(ratio.size()));
-    ci = json::array({m.mean - h, m.mean + h});
-  }
+  const json ci = ratio.size() > 1 ? json::array({m.mean - m.ci95, m.mean + m.ci95}) : json();
   return {{"speedup", mean_sd(ref).mean / mean_sd(var).mean}, {"ratio_mean", m.mean}, {"ci95", ci},
           {"pairs", ratio.size()}};
 }
 
 void add_repeat_ratios(json& variants, const std::string& baseline) {
-  // Copies: the entries below are changed in place.
+  // Each variant's per-round means, read before the entries below gain "repeat".
   std::map<std::string, std::vector<std::optional<double>>> means;
   for (const auto& v : variants)
     if (v.contains("runs")) means[v.value("name", std::string{})] = run_means(v);
@@ -309,16 +307,15 @@ std::string markdown(const json& bench) {
     for (const auto& v : bench.value("variants", json::array())) {
       if (!v.contains("repeat")) continue;
       const auto& r = v.at("repeat");
-      const auto t = r.value("iteration_time_s", json());
+      auto t = r.value("iteration_time_s", json());
+      if (!t.is_object()) t = json::object();  // (a variant in the table ran at least once)
       const auto vs = r.value("vs_fair", json());
-      md += fmt::format(
-          "| {} | {} | {} | {} | {} | {} | {} | {} |\n", v.value("name", std::string{"?"}),
-          t.is_object() ? t.value("runs", 0) : 0, t.is_object() ? fixed(t.value("mean", json()), "{:.3f}") : "n/a",
-          t.is_object() ? fixed(t.value("stdev", json()), "{:.3f}") : "n/a",
-          t.is_object() ? fixed(t.value("ci95", json()), "+-{:.3f}") : "n/a",
-          t.is_object() ? fixed(t.value("min", json()), "{:.3f}") + "-" + fixed(t.value("max", json()), "{:.3f}") : "n/a",
-          with_ci(r.value("speedup", json())),
-          vs.is_object() ? with_ci(vs) + " vs " + vs.value("reference", std::string{"?"}) : "");
+      md += fmt::format("| {} | {} | {} | {} | {} | {}-{} | {} | {} |\n", v.value("name", std::string{"?"}),
+                        t.value("runs", 0), fixed(t.value("mean", json()), "{:.3f}"),
+                        fixed(t.value("stdev", json()), "{:.3f}"), fixed(t.value("ci95", json()), "+-{:.3f}"),
+                        fixed(t.value("min", json()), "{:.3f}"), fixed(t.value("max", json()), "{:.3f}"),
+                        with_ci(r.value("speedup", json())),
+                        vs.is_object() ? with_ci(vs) + " vs " + vs.value("reference", std::string{"?"}) : "");
     }
   }
   bool prefill = false;

@@ -102,7 +102,7 @@ constexpr std::uint32_t kVnetOffset = kFrameOffset - sizeof(VnetHdr);
 // slots in use (and so the memory touched) as few as the peak occupancy.
 class Pool {
  public:
-  Pool(std::size_t slots, std::uint32_t slot_size) : slot_size_(slot_size), len_(slots) {
+  Pool(std::size_t slots, std::uint32_t slot_size) : slot_size_(slot_size), meta_(slots) {
     bytes_ = slots * slot_size;
     void* m = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) throw std::runtime_error(fmt::format("mmap packet pool ({} MiB): {}", bytes_ >> 20, std::strerror(errno)));
@@ -118,11 +118,11 @@ class Pool {
     return s;
   }
   void release(std::uint32_t s) { free_.push_back(s); }
-  std::size_t size() const { return len_.size(); }
+  std::size_t size() const { return meta_.size(); }
   /// More slots, contents kept (the mapping may move: slots are indices). The new slots go
   /// to the bottom of the free list, so the ones already touched are reused first.
   void grow(std::size_t slots) {
-    if (slots <= len_.size()) return;
+    if (slots <= meta_.size()) return;
     const std::size_t bytes = slots * slot_size_;
     void* m = ::mremap(mem_, bytes_, bytes, MREMAP_MAYMOVE);
     if (m == MAP_FAILED) throw std::runtime_error(fmt::format("mremap packet pool ({} MiB): {}", bytes >> 20, std::strerror(errno)));
@@ -130,20 +130,20 @@ class Pool {
     bytes_ = bytes;
     std::vector<std::uint32_t> list;
     list.reserve(slots);
-    for (std::size_t i = slots; i-- > len_.size();) list.push_back(static_cast<std::uint32_t>(i));
+    for (std::size_t i = slots; i-- > meta_.size();) list.push_back(static_cast<std::uint32_t>(i));
     list.insert(list.end(), free_.begin(), free_.end());
     free_.swap(list);
-    len_.resize(slots);
+    meta_.resize(slots);
   }
   std::uint8_t* data(std::uint32_t s) { return mem_ + static_cast<std::size_t>(s) * slot_size_; }
-  SlotMeta& meta(std::uint32_t s) { return len_[s]; }
+  SlotMeta& meta(std::uint32_t s) { return meta_[s]; }
   std::uint32_t slot_size() const { return slot_size_; }
 
  private:
   std::uint32_t slot_size_;
   std::uint8_t* mem_ = nullptr;
   std::size_t bytes_ = 0;
-  std::vector<SlotMeta> len_;
+  std::vector<SlotMeta> meta_;
   std::vector<std::uint32_t> free_;
 };
 
