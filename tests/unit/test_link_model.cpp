@@ -2,7 +2,9 @@
 // without reordering, drop-tail limits, loss models, and in-place changes.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <map>
+#include <vector>
 
 #include "wanlab/shaping/link_model.hpp"
 
@@ -176,6 +178,42 @@ TEST_CASE("Bernoulli loss matches its rate; Gilbert-Elliott its stationary mean 
     CHECK(static_cast<double>(lost) / n == Approx(ge.mean()).epsilon(0.1));
     CHECK(static_cast<double>(lost) / bursts == Approx(1 / 0.2).epsilon(0.1));  // mean burst 1/r
   }
+}
+
+TEST_CASE("Gilbert-Elliott: the measured loss fraction spreads as sd_of_mean says, wider than binomial",
+          "[unit][engine]") {
+  // p = 5 %, r = 25 %, everything lost in the bad state (the kernel tier's bursty-loss
+  // test): mean 1/6, sd over 2,000 packets 1.98 points against a binomial 0.83.
+  LossModel ge{Probability{50'000'000}, Probability{250'000'000}, {}, Probability{Probability::kOne}};
+  const std::uint64_t n = 2000;
+  CHECK(ge.sd_of_mean(n) == Approx(0.0198).epsilon(0.01));
+  CHECK(LossModel::bernoulli(Probability{100'000'000}).sd_of_mean(1000) == Approx(std::sqrt(0.09 / 1000)));
+  CHECK(LossModel{}.sd_of_mean(n) == 0);
+  // 500 consecutive blocks of 2,000 packets through the link model: the blocks' sd.
+  LinkModel m(params(Rate{10'000'000'000ULL}, 0ms, {}, ge), 16, 11);
+  const int blocks = 500;
+  std::vector<double> fractions;
+  int lost = 0;
+  for (std::uint64_t i = 0; i < blocks * n; ++i) {
+    const Nanos t = static_cast<Nanos>(i) * 10'000;
+    m.advance(t);
+    lost += static_cast<int>(m.lost().size());
+    m.lost().clear();
+    while (m.release(t)) {
+    }
+    if (i > 0 && i % n == 0) {
+      fractions.push_back(static_cast<double>(lost) / n);
+      lost = 0;
+    }
+    m.arrive(0, 100, t);
+  }
+  double mean = 0, var = 0;
+  for (double f : fractions) mean += f / static_cast<double>(fractions.size());
+  for (double f : fractions) var += (f - mean) * (f - mean) / static_cast<double>(fractions.size() - 1);
+  INFO("blocks' mean " << mean << " sd " << std::sqrt(var) << ", predicted " << ge.sd_of_mean(n));
+  CHECK(mean == Approx(ge.mean()).epsilon(0.05));
+  // The sd of 500 blocks' fractions is itself within ~3 % (1 sigma) of the truth.
+  CHECK(std::sqrt(var) == Approx(ge.sd_of_mean(n)).epsilon(0.15));
 }
 
 TEST_CASE("in-place changes keep queued and propagating packets", "[unit][engine]") {

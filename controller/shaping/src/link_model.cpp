@@ -11,6 +11,19 @@ double LossModel::mean() const {
   return (1 - bad) * loss_good.fraction() + bad * loss_bad.fraction();
 }
 
+double LossModel::sd_of_mean(std::uint64_t packets) const {
+  if (packets == 0) return 0;
+  const double m = mean();
+  double per_packet = m * (1 - m);
+  const double pp = p.fraction(), rr = r.fraction();
+  if (pp + rr > 0) {
+    const double bad = pp / (pp + rr), lambda = 1 - pp - rr;
+    const double step = loss_bad.fraction() - loss_good.fraction();
+    if (lambda < 1) per_packet += 2 * step * step * bad * (1 - bad) * lambda / (1 - lambda);
+  }
+  return std::sqrt(std::max(per_packet, 0.0) / static_cast<double>(packets));
+}
+
 LinkModel::LinkModel(const LinkModelParams& params, std::size_t capacity, std::uint64_t seed)
     : params_(params), capacity_(capacity), queue_(capacity), flight_(capacity), rng_(seed) {
   lost_.reserve(capacity);

@@ -46,6 +46,11 @@ struct LossModel {
   bool lossless() const { return loss_good.ppb == 0 && (p.ppb == 0 || loss_bad.ppb == 0); }
   /// Mean loss rate in the stationary state.
   double mean() const;
+  /// Standard deviation of the fraction lost among `packets` consecutive packets from the
+  /// stationary state (large-count approximation). Bursts correlate losses, so this is
+  /// wider than the binomial sqrt(m(1-m)/n): the bad state's runs add
+  /// 2 (b-g)^2 pi_b pi_g lambda / (1 - lambda) per packet, lambda = 1 - p - r.
+  double sd_of_mean(std::uint64_t packets) const;
 };
 
 struct LinkModelParams {
