@@ -146,6 +146,65 @@ TEST_CASE("D pipelines sending S bytes at once over one link: fair vs atlas", "[
   }
 }
 
+TEST_CASE("bursts that find the link's queue full lose the rest and send it again after an RTO", "[unit][sim]") {
+  // As above (4 pipelines' bursts of S at once, RTT 20 ms) with S / B = 0.1 s and a queue
+  // of 1.5 S: pipeline 0's burst is queued whole, pipeline 1's half, 2's and 3's not at all.
+  // The lost bytes come back after Linux's RTO (SRTT with the queue's delay, + 200 ms) and
+  // are not lost again:
+  //   p0: 0-0.1;  p1: its first half 0.1-0.15, the other at 0.02 + 0.1 + 0.2 = 0.32 s,
+  //   served 0.32-0.37; p2 and p3: at 0.02 + 0.15 + 0.2 = 0.37 s, served 0.37-0.47-0.57.
+  constexpr int D = 4;
+  auto topo = testing::lab({{{"name", "a"}, {"nodes", D}, {"gpus_per_node", 1}},
+                            {{"name", "b"}, {"nodes", D}, {"gpus_per_node", 1}}});
+  auto s = testing::scenario(2, D, 1, 1);
+  s.iterations = 1;
+  s.warmup = 0;
+  const auto bytes = static_cast<double>(plan_of(s, topo).pipeline_message_bytes) * kWireOverhead;
+  for (auto& l : topo.links) {
+    l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 80));
+    l.params.queue = QueueLimit{QueueLimit::Unit::bytes, static_cast<std::uint64_t>(std::llround(1.5 * bytes))};
+  }
+  const auto arrivals = [&](bool overflow) {
+    sim::SimOptions opt;
+    opt.queue_overflow = overflow;
+    const auto plan = plan_of(s, topo);
+    const auto r = sim::simulate(plan, opt);
+    const double t0 = static_cast<double>(first_span(r.reports[0], SpanKind::forward, 0)->end_ns) / 1e9;
+    std::vector<double> out;
+    for (int j = 0; j < D; ++j) {
+      const auto* wait = first_span(r.reports[static_cast<std::size_t>(worker_id(s.parallelism, 1, j, 0))],
+                                    SpanKind::recv_wait, 0);
+      REQUIRE(wait != nullptr);
+      out.push_back(static_cast<double>(wait->end_ns) / 1e9 - t0 - 0.010);
+    }
+    if (overflow) {
+      CHECK(r.stats.overflows == 3);
+      CHECK(r.stats.overflow_bytes == Approx(2.5 * bytes).epsilon(1e-4));  // the queue limit is whole bytes
+    } else {
+      CHECK(r.stats.overflows == 0);
+    }
+    // Every byte crossed its link once, whatever was lost on the way (activations one way,
+    // gradients back).
+    double wire = 0;
+    for (const auto& l : r.wan) wire += l.wire_bytes;
+    CHECK(wire == Approx(2 * D * bytes).epsilon(1e-9));
+    return out;
+  };
+  const auto lossy = arrivals(true);
+  const auto unlimited = arrivals(false);
+  const std::vector<double> expected{0.1, 0.37, 0.47, 0.57};
+  for (int j = 0; j < D; ++j) {
+    INFO("pipeline " << j);
+    CHECK(lossy[static_cast<std::size_t>(j)] == Approx(expected[static_cast<std::size_t>(j)]).margin(1e-6));
+    CHECK(unlimited[static_cast<std::size_t>(j)] == Approx(0.1 * (j + 1)).margin(1e-6));
+  }
+  // Windowed policies pace their connections in the lab: no bursts overflow there.
+  s.policy = "atlas";
+  sim::SimOptions opt;
+  const auto r = sim::simulate(plan_of(s, topo), opt);
+  CHECK(r.stats.overflows == 0);
+}
+
 TEST_CASE("slow start: a message on a fresh connection takes log2(S / IW + 1) round trips", "[unit][sim]") {
   // One pipeline of 2 stages over a fast link (the rate never binds): without slow start
   // the activations arrive one-way delay after they leave; with it the connection's window

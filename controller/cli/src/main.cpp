@@ -140,7 +140,9 @@ int main(int argc, char** argv) {
   sim_cmd->footer(
       "What is modeled (bench/README.md, \"Simulator\"): compute from the scenario's FLOP model; each WAN message\n"
       "as one flow of `connections` TCP connections over its directed link, max-min fair, each connection below\n"
-      "--tcp-window / RTT, delivered one-way delay after its last byte; link rates following the topology's\n"
+      "--tcp-window / RTT, delivered one-way delay after its last byte; bursts within the windows queued at\n"
+      "the link in arrival order, the part that finds the lab's queue full sent again after an RTO (fair\n"
+      "only: windowed runs are paced); link rates following the topology's\n"
       "traces (rate steps only: delay, jitter and loss are not modeled); the arbiter's windows gating flows as\n"
       "in the lab; ring all-reduces inside a DC over each node's --lan-rate link. Exit status: 0 every variant\n"
       "ran, 1 one failed, 2 bad input.");

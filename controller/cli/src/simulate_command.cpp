@@ -155,6 +155,8 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
                                         {"transfers", r.stats.transfers},
                                         {"fillings", r.stats.fillings},
                                         {"bundles_filled", r.stats.bundles_filled},
+                                        {"overflows", r.stats.overflows},
+                                        {"overflow_bytes", r.stats.overflow_bytes},
                                         {"simulated_workers", r.stats.simulated_workers}};
 
       fs::create_directories(folder);

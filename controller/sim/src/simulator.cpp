@@ -25,7 +25,7 @@ using program::SpanKind;
 constexpr std::uint32_t kNone = 0xffffffffu;
 constexpr std::size_t kNoLink = static_cast<std::size_t>(-1);
 
-enum class Ev : std::uint8_t { wake, deliver, collective_end, deadline, tick, capacity, slow_start };
+enum class Ev : std::uint8_t { wake, deliver, collective_end, deadline, tick, capacity, slow_start, retransmit };
 struct Event {
   Nanos at;
   std::uint64_t seq;
@@ -106,6 +106,8 @@ class Simulation {
     bool burst = false;  // fits in its connections' windows: queued whole at the link
     bool paused = false;
     bool windowed = false;  // holds or held a window, not yet delivered
+    int parts = 0;          // a burst's parts queued, on the link or waiting to be sent again
+    double lost = 0;        // wire bytes lost to a full queue, waiting for their retransmission
   };
   struct Collective {
     std::vector<std::uint32_t> members;  // groups, ring order
@@ -156,6 +158,9 @@ class Simulation {
     }
     burst_busy_.assign(topo.links.size(), false);
     burst_queue_.resize(topo.links.size());
+    burst_flow_.assign(topo.links.size(), kNone);
+    burst_queued_bytes_.assign(topo.links.size(), 0.0);
+    wan_queue_link_ = topo.links;
     double lan = static_cast<double>(topo.lan.rate.bps) * sc_.scale;
     if (opt_.lan_rate_bps) lan = *opt_.lan_rate_bps;
     if (!(lan >= 0)) throw std::invalid_argument(fmt::format("simulate: LAN rate {} bit/s", lan));
@@ -297,6 +302,14 @@ class Simulation {
       case Ev::slow_start:
         slow_start_step(e.a, now);
         break;
+      case Ev::retransmit: {
+        auto& m = messages_[e.a];
+        const double bytes = m.lost;
+        m.lost = 0;
+        --m.parts;
+        enqueue_burst(e.a, bytes, nullptr, now, /*resent=*/true);
+        break;
+      }
     }
   }
 
@@ -452,12 +465,8 @@ class Simulation {
       // A message within its connections' windows leaves at once and waits in the link's
       // queue whole: the link serves such bursts in arrival order, each at the full rate.
       m.burst = true;
-      if (burst_busy_[m.link]) {
-        burst_queue_[m.link].push_back(id);
-        return;
-      }
-      burst_busy_[m.link] = true;
-      ceiling = kUnlimited;
+      enqueue_burst(id, wire, &path, now);
+      return;
     }
     if (m.link != kNoLink && opt_.slow_start && std::isfinite(ceiling)) {
       auto& c = conn;
@@ -472,12 +481,64 @@ class Simulation {
     set_owner(m.flow, {false, id, m.link, m.payload});
   }
 
+  // A burst reaches its link's queue: what the queue has no room for is lost and sent again
+  // after a retransmission timeout (SimOptions::queue_overflow); the rest waits its turn.
+  // What is sent again (`resent`) comes back in slow start, clocked by its ACKs, and is not
+  // lost again. `path`: the message's path when it starts at once (the first part), else
+  // the WAN link alone.
+  void enqueue_burst(std::uint32_t id, double bytes, const std::vector<FlowNetwork::LinkId>* path, Nanos now,
+                     bool resent = false) {
+    auto& m = messages_[id];
+    const auto link = m.link;
+    if (opt_.queue_overflow && !exclusive_ && !resent) {
+      double backlog = burst_queued_bytes_[link];
+      if (const auto f = burst_flow_[link]; f != kNone && net_.active(f)) backlog += net_.bytes(f) - net_.sent(f, now);
+      const double room = std::max(0.0, queue_limit_bytes(link) - backlog);
+      if (bytes > room + 1) {
+        const double lost = bytes - room;
+        bytes = room;
+        ++stats_.overflows;
+        stats_.overflow_bytes += lost;
+        // Linux's RTO: the smoothed RTT (with the queue's delay) plus its 200 ms floor.
+        const double rate = net_.link_rate(wan_[link]);
+        const Nanos queueing = rate > 0 ? static_cast<Nanos>(backlog * 8e9 / rate) : 0;
+        const Nanos rto = wan_rtt_[link] + queueing + 200'000'000;
+        m.lost += lost;
+        ++m.parts;
+        push(now + rto, Ev::retransmit, id);
+      }
+    }
+    if (bytes <= 0) return;  // all of it lost: only the retransmission is left
+    ++m.parts;
+    if (burst_busy_[link]) {
+      burst_queue_[link].emplace_back(id, bytes);
+      burst_queued_bytes_[link] += bytes;
+      return;
+    }
+    start_burst(id, bytes, path, now);
+  }
+
+  // The lab's queue limit at the link's rate now: the topology's, or the default for that
+  // rate (1.5 x the bandwidth-delay product, in full frames), as the lab sets it with each
+  // rate it applies.
+  double queue_limit_bytes(std::size_t link) {
+    auto& l = wan_queue_link_[link];
+    if (l.params.queue && l.params.queue->unit == QueueLimit::Unit::bytes) return static_cast<double>(l.params.queue->value);
+    const double frame = static_cast<double>(plan_.topology.lan.mtu + 14);
+    if (l.params.queue) return static_cast<double>(l.params.queue->value) * frame;
+    l.params.rate.bps = static_cast<std::uint64_t>(std::llround(net_.link_rate(wan_[link])));
+    return static_cast<double>(core::default_queue_packets(plan_.topology, l)) * frame;
+  }
+
   // A burst's turn at its link (its connections were free when it queued).
-  void start_burst(std::uint32_t id, Nanos now) {
+  void start_burst(std::uint32_t id, double bytes, const std::vector<FlowNetwork::LinkId>* path, Nanos now) {
     auto& m = messages_[id];
     burst_busy_[m.link] = true;
-    m.flow = net_.start({wan_[m.link]}, m.payload * workload::kWireOverhead, static_cast<double>(tp_) * k_, kUnlimited, now);
-    set_owner(m.flow, {false, id, m.link, m.payload});
+    const double wire = m.payload * workload::kWireOverhead;
+    m.flow = net_.start(path ? *path : std::vector<FlowNetwork::LinkId>{wan_[m.link]}, bytes,
+                        static_cast<double>(tp_) * k_, kUnlimited, now);
+    burst_flow_[m.link] = m.flow;
+    set_owner(m.flow, {false, id, m.link, wire > 0 ? m.payload * bytes / wire : 0});
   }
 
   void set_owner(std::uint32_t flow, FlowOwner o) {
@@ -565,20 +626,24 @@ class Simulation {
       return;
     }
     auto& m = messages_[o.index];
+    if (m.burst) {
+      burst_busy_[m.link] = false;
+      burst_flow_[m.link] = kNone;
+      if (!burst_queue_[m.link].empty()) {
+        const auto [next, bytes] = burst_queue_[m.link].front();
+        burst_queue_[m.link].pop_front();
+        burst_queued_bytes_[m.link] -= bytes;
+        start_burst(next, bytes, nullptr, now);
+      }
+      // A part of it is still to be sent again: its connections wait with it.
+      if (--m.parts > 0) return;
+    }
     auto& c = connections_[{m.src, m.dst}];
     if (opt_.slow_start && m.link != kNoLink) {
       c.cwnd = m.cwnd;
       c.last_active = now;
     }
     push(now + m.delay, Ev::deliver, o.index);
-    if (m.burst) {
-      burst_busy_[m.link] = false;
-      if (!burst_queue_[m.link].empty()) {
-        const auto next = burst_queue_[m.link].front();
-        burst_queue_[m.link].pop_front();
-        start_burst(next, now);
-      }
-    }
     c.busy = false;
     if (!c.queue.empty()) {
       auto [next, path] = std::move(c.queue.front());
@@ -768,7 +833,10 @@ class Simulation {
   FlowNetwork net_;
   std::vector<FlowNetwork::LinkId> wan_;  // per topology link
   std::vector<bool> burst_busy_;          // per topology link: a burst is being served
-  std::vector<std::deque<std::uint32_t>> burst_queue_;  // per topology link: bursts waiting, in arrival order
+  std::vector<std::deque<std::pair<std::uint32_t, double>>> burst_queue_;  // per topology link: bursts (message, wire bytes) waiting, in arrival order
+  std::vector<double> burst_queued_bytes_;     // per topology link: their bytes
+  std::vector<std::uint32_t> burst_flow_;      // per topology link: the burst on the link, or kNone
+  std::vector<core::WanLink> wan_queue_link_;  // per topology link: its parameters, for its queue limit
   std::vector<Nanos> wan_delay_, wan_rtt_;
   std::vector<double> wan_ceiling_;
   std::vector<std::vector<std::size_t>> link_of_;

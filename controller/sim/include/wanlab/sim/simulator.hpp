@@ -13,7 +13,8 @@
 //     Messages between one pair of workers go out one after the other, as the agents
 //     write them to the pair's connections. A WAN message that fits in its connections'
 //     windows is a burst: the link serves bursts whole, in arrival order (see
-//     SimOptions::fifo_bursts). Bytes on links are wire bytes: payload x
+//     SimOptions::fifo_bursts; what finds the queue full: SimOptions::queue_overflow).
+//     Bytes on links are wire bytes: payload x
 //     workload::kWireOverhead;
 //   - WAN windows: each stage boundary's message of one pipeline for one micro-batch (its
 //     TP ranks' shares together) is one arbiter transfer, asked for when it is sent, with
@@ -82,6 +83,15 @@ struct SimOptions {
   /// below the bandwidth-delay product); longer messages are window-limited flows and share
   /// the link max-min fairly. false: every message is a max-min fair flow.
   bool fifo_bursts = true;
+  /// The link's queue holds what the lab's does (the topology's `queue`, or 1.5 x the
+  /// bandwidth-delay product at the run's rate): the part of a burst that finds it full is
+  /// lost and sent again after a retransmission timeout (Linux: about SRTT + 200 ms; what
+  /// is sent again comes back in slow start and is not lost again), and the message is
+  /// delivered after its last part,
+  /// holding its connections until then. Only where the lab does not pace (policies without
+  /// exclusive windows: windowed runs pace every WAN connection at its share of the link).
+  /// false: an unlimited queue.
+  bool queue_overflow = true;
   /// How often the arbiter hears of the flows' progress (the lab samples every 5 ms).
   std::int64_t progress_period_ns = 5'000'000;
   arbiter::ArbiterOptions arbiter;
@@ -101,6 +111,8 @@ struct SimStats {
   std::uint64_t transfers = 0;  // arbiter transfers
   std::uint64_t fillings = 0;   // max-min recomputations
   std::uint64_t bundles_filled = 0;
+  std::uint64_t overflows = 0;      // bursts that found their link's queue full (in part)
+  double overflow_bytes = 0;        // wire bytes lost to full queues and sent again
   std::size_t simulated_workers = 0;  // TP rank 0 of each (stage, replica)
 };
 
