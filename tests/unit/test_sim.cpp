@@ -45,6 +45,39 @@ const program::Span* first_span(const program::WorkerReport& r, SpanKind kind, i
   return nullptr;
 }
 
+// D pipelines of 2 stages across two DCs of D single-GPU nodes, one micro-batch, one
+// iteration: every stage-0 GPU sends its activations (`bytes` on the wire) at once over
+// the one link a -> b (RTT 20 ms).
+struct OneLinkPipelines {
+  core::Topology topo;
+  Scenario s;
+  double bytes = 0;
+};
+
+OneLinkPipelines one_link_pipelines(int d) {
+  OneLinkPipelines o{testing::lab({{{"name", "a"}, {"nodes", d}, {"gpus_per_node", 1}},
+                                   {{"name", "b"}, {"nodes", d}, {"gpus_per_node", 1}}}),
+                     testing::scenario(2, d, 1, 1)};
+  o.s.iterations = 1;
+  o.s.warmup = 0;
+  o.bytes = static_cast<double>(plan_of(o.s, o.topo).pipeline_message_bytes) * kWireOverhead;
+  return o;
+}
+
+// When each stage-1 GPU got its activations: seconds after stage 0's forward ended, less
+// the one-way delay.
+std::vector<double> arrivals(const Scenario& s, const sim::SimResult& r, int d, double delay) {
+  const double t0 = static_cast<double>(first_span(r.reports[0], SpanKind::forward, 0)->end_ns) / 1e9;
+  std::vector<double> out;
+  for (int j = 0; j < d; ++j) {
+    const auto* wait =
+        first_span(r.reports[static_cast<std::size_t>(worker_id(s.parallelism, 1, j, 0))], SpanKind::recv_wait, 0);
+    REQUIRE(wait != nullptr);
+    out.push_back(static_cast<double>(wait->end_ns) / 1e9 - t0 - delay);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("without contention the simulator gives execute()'s times on a shipped scenario", "[unit][sim]") {
@@ -100,49 +133,26 @@ TEST_CASE("D pipelines sending S bytes at once over one link: fair vs atlas", "[
   // (j + 1) S / B (the arbiter's expectation), up to the window handover (the next window
   // opens when the last 1 % is left) and the 5 ms progress samples.
   constexpr int D = 4;
-  auto topo = testing::lab({{{"name", "a"}, {"nodes", D}, {"gpus_per_node", 1}},
-                            {{"name", "b"}, {"nodes", D}, {"gpus_per_node", 1}}});
-  auto s = testing::scenario(2, D, 1, 1);
-  s.iterations = 1;
-  s.warmup = 0;
-  const auto bytes = static_cast<double>(plan_of(s, topo).pipeline_message_bytes) * kWireOverhead;
+  auto [topo, s, bytes] = one_link_pipelines(D);
   for (auto& l : topo.links) l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 8));  // S / B = 1 s
-  const double delay = 0.010;
 
   // Transfers longer than a window: TCP flows that share the link (not bursts).
   sim::SimOptions opt;
   opt.tcp_window_bytes = 1024;
-  std::map<std::string, std::vector<double>> arrivals;
+  std::map<std::string, std::vector<double>> arrived;
   for (const std::string policy : {"fair", "atlas"}) {
     s.policy = policy;
-    const auto plan = plan_of(s, topo);
-    const auto r = sim::simulate(plan, opt);
-    const double t0 = static_cast<double>(first_span(r.reports[0], SpanKind::forward, 0)->end_ns) / 1e9;
-    for (int j = 0; j < D; ++j) {
-      const auto w = static_cast<std::size_t>(worker_id(s.parallelism, 1, j, 0));
-      const auto* wait = first_span(r.reports[w], SpanKind::recv_wait, 0);
-      REQUIRE(wait != nullptr);
-      arrivals[policy].push_back(static_cast<double>(wait->end_ns) / 1e9 - t0 - delay);
-    }
+    arrived[policy] = arrivals(s, sim::simulate(plan_of(s, topo), opt), D, 0.010);
   }
   // The same messages within a window are bursts: the link's queue serves them whole,
   // first come first served, whatever the policy.
   s.policy = "fair";
-  {
-    const auto plan = plan_of(s, topo);
-    const auto r = sim::simulate(plan);
-    const double t0 = static_cast<double>(first_span(r.reports[0], SpanKind::forward, 0)->end_ns) / 1e9;
-    for (int j = 0; j < D; ++j) {
-      const auto* wait = first_span(r.reports[static_cast<std::size_t>(worker_id(s.parallelism, 1, j, 0))],
-                                    SpanKind::recv_wait, 0);
-      arrivals["fair-bursts"].push_back(static_cast<double>(wait->end_ns) / 1e9 - t0 - delay);
-    }
-  }
+  arrived["fair-bursts"] = arrivals(s, sim::simulate(plan_of(s, topo)), D, 0.010);
   for (int j = 0; j < D; ++j) {
     INFO("pipeline " << j);
-    CHECK(arrivals["fair"][static_cast<std::size_t>(j)] == Approx(D).margin(1e-6));
-    CHECK(arrivals["atlas"][static_cast<std::size_t>(j)] == Approx(j + 1).margin(0.03));
-    CHECK(arrivals["fair-bursts"][static_cast<std::size_t>(j)] == Approx(j + 1).margin(1e-6));
+    CHECK(arrived["fair"][static_cast<std::size_t>(j)] == Approx(D).margin(1e-6));
+    CHECK(arrived["atlas"][static_cast<std::size_t>(j)] == Approx(j + 1).margin(0.03));
+    CHECK(arrived["fair-bursts"][static_cast<std::size_t>(j)] == Approx(j + 1).margin(1e-6));
   }
 }
 
@@ -154,29 +164,15 @@ TEST_CASE("bursts that find the link's queue full lose the rest and send it agai
   //   p0: 0-0.1;  p1: its first half 0.1-0.15, the other at 0.02 + 0.1 + 0.2 = 0.32 s,
   //   served 0.32-0.37; p2 and p3: at 0.02 + 0.15 + 0.2 = 0.37 s, served 0.37-0.47-0.57.
   constexpr int D = 4;
-  auto topo = testing::lab({{{"name", "a"}, {"nodes", D}, {"gpus_per_node", 1}},
-                            {{"name", "b"}, {"nodes", D}, {"gpus_per_node", 1}}});
-  auto s = testing::scenario(2, D, 1, 1);
-  s.iterations = 1;
-  s.warmup = 0;
-  const auto bytes = static_cast<double>(plan_of(s, topo).pipeline_message_bytes) * kWireOverhead;
+  auto [topo, s, bytes] = one_link_pipelines(D);
   for (auto& l : topo.links) {
     l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 80));
     l.params.queue = QueueLimit{QueueLimit::Unit::bytes, static_cast<std::uint64_t>(std::llround(1.5 * bytes))};
   }
-  const auto arrivals = [&](bool overflow) {
+  const auto run = [&](bool overflow) {
     sim::SimOptions opt;
     opt.queue_overflow = overflow;
-    const auto plan = plan_of(s, topo);
-    const auto r = sim::simulate(plan, opt);
-    const double t0 = static_cast<double>(first_span(r.reports[0], SpanKind::forward, 0)->end_ns) / 1e9;
-    std::vector<double> out;
-    for (int j = 0; j < D; ++j) {
-      const auto* wait = first_span(r.reports[static_cast<std::size_t>(worker_id(s.parallelism, 1, j, 0))],
-                                    SpanKind::recv_wait, 0);
-      REQUIRE(wait != nullptr);
-      out.push_back(static_cast<double>(wait->end_ns) / 1e9 - t0 - 0.010);
-    }
+    const auto r = sim::simulate(plan_of(s, topo), opt);
     if (overflow) {
       CHECK(r.stats.overflows == 3);
       CHECK(r.stats.overflow_bytes == Approx(2.5 * bytes).epsilon(1e-4));  // the queue limit is whole bytes
@@ -188,10 +184,10 @@ TEST_CASE("bursts that find the link's queue full lose the rest and send it agai
     double wire = 0;
     for (const auto& l : r.wan) wire += l.wire_bytes;
     CHECK(wire == Approx(2 * D * bytes).epsilon(1e-9));
-    return out;
+    return arrivals(s, r, D, 0.010);
   };
-  const auto lossy = arrivals(true);
-  const auto unlimited = arrivals(false);
+  const auto lossy = run(true);
+  const auto unlimited = run(false);
   const std::vector<double> expected{0.1, 0.37, 0.47, 0.57};
   for (int j = 0; j < D; ++j) {
     INFO("pipeline " << j);
