@@ -131,16 +131,32 @@ TEST_CASE("windows: with lookahead the next in line hears its grant shortly befo
   REQUIRE(bytes > 1'000);
   std::vector<shaping::FlowCounters> c(4);
   for (int i = 0; i < 4; ++i) c[static_cast<std::size_t>(i)].id = i;
+  // All but 100 bytes into the link within 2 ms: what the link has not sent yet counts as
+  // still to send, so no grant yet.
   c[0].admitted_bytes = (bytes - 100) / 2;
   c[1].admitted_bytes = (bytes - 100) / 2;
+  WindowActions early;
   w.flow_bytes({0, 1}, c, 2 * kMs);
+  w.tick(2 * kMs, early);
+  REQUIRE(early.messages.empty());
+  // Once the link has sent them (12.5 kB/s), with a few more bytes reported meanwhile
+  // (a stalled window would end), the next in line hears its grant.
+  const arbiter::Nanos at = static_cast<arbiter::Nanos>(static_cast<double>(bytes - 100) * 8e9 / 1e5);
+  for (arbiter::Nanos now = 20 * kMs; now <= at; now += 20 * kMs) {
+    c[0].admitted_bytes += 1;
+    w.flow_bytes({0, 1}, c, now);
+    WindowActions none;
+    w.tick(now, none);
+    REQUIRE(none.gates.empty());
+  }
+  w.flow_bytes({0, 1}, c, at);
   WindowActions t;
-  w.tick(2 * kMs, t);
+  w.tick(at, t);
   REQUIRE(grants(t) == std::vector<std::pair<std::string, int>>{{"use-1", 2}, {"use-1", 3}});
   REQUIRE(t.gates.empty());
   WindowActions d;
-  (void)w.delivered(delivered(0, 4, 0, 0), 3 * kMs, d);
-  (void)w.delivered(delivered(1, 5, 0, 0), 3 * kMs, d);
+  (void)w.delivered(delivered(0, 4, 0, 0), at + kMs, d);
+  (void)w.delivered(delivered(1, 5, 0, 0), at + kMs, d);
   REQUIRE(d.messages.empty());  // no second grant
   REQUIRE(d.gates == std::vector<GateSwitch>{{{0, 1}, 0, false}, {{0, 1}, 1, false}, {{0, 1}, 2, true},
                                              {{0, 1}, 3, true}});

@@ -194,7 +194,7 @@ std::vector<TransferId>::const_iterator Arbiter::best_waiting(const Link& l) con
 
 double Arbiter::demand(const Link& l, const Transfer& t) const {
   if (l.rtt <= 0) return l.rate_bps;
-  double d = std::min(l.rate_bps, static_cast<double>(t.spec.bytes) * 8e9 / static_cast<double>(l.rtt));
+  double d = l.rate_bps;
   if (options_.tcp_window_bytes > 0 && t.spec.connections > 0)
     d = std::min(d, t.spec.connections * options_.tcp_window_bytes * 8e9 / static_cast<double>(l.rtt));
   return d;
@@ -234,17 +234,54 @@ std::optional<TransferId> Arbiter::next_in_line(LinkId link) const {
   return *best_waiting(it->second);
 }
 
+double Arbiter::queue_at(const Link& l, Nanos now) {
+  if (now <= l.queue_at) return l.queue;
+  return std::max(0.0, l.queue - l.rate_bps / 8e9 * static_cast<double>(now - l.queue_at));
+}
+
+double Arbiter::queued_bytes(LinkId link, Nanos now) const {
+  const auto it = links_.find(link);
+  return it == links_.end() ? 0.0 : queue_at(it->second, now);
+}
+
+std::uint64_t Arbiter::handover_target(const Link& l, const Transfer& t) const {
+  const double total = static_cast<double>(t.spec.bytes);
+  const double lead = l.rate_bps / 8e9 * static_cast<double>(options_.handover_lead);
+  return static_cast<std::uint64_t>(std::min(options_.drained_fraction * total, std::max(0.0, total - lead)));
+}
+
+bool Arbiter::handed_over(const Link& l, const Transfer& t, Nanos now) const {
+  // Everything still queued on the link counts against this window (with several owners,
+  // each waits for all of it: the link's queue is one FIFO).
+  const double sent = static_cast<double>(t.progress) - std::min(static_cast<double>(t.progress), queue_at(l, now));
+  return sent >= static_cast<double>(handover_target(l, t));
+}
+
+Nanos Arbiter::handover_time(const Link& l, const Transfer& t) const {
+  const auto target = handover_target(l, t);
+  if (t.progress < target || l.rate_bps <= 0) return kNever;
+  const double excess = l.queue - static_cast<double>(t.progress - target);
+  if (excess <= 0) return l.queue_at;
+  return l.queue_at + static_cast<Nanos>(std::ceil(excess * 8e9 / l.rate_bps));
+}
+
 void Arbiter::progress(TransferId id, std::uint64_t bytes, Nanos now) {
   auto& t = get(id);
   if (bytes <= t.progress) return;
+  auto& l = link_of(t);
+  // The bytes entered the link since its last report, spread over that time (the
+  // caller samples counters), while the link sent at its rate.
+  if (now > l.queue_at) {
+    l.queue = std::max(0.0, l.queue + static_cast<double>(bytes - t.progress) -
+                                l.rate_bps / 8e9 * static_cast<double>(now - l.queue_at));
+    l.queue_at = now;
+  } else {
+    l.queue += static_cast<double>(bytes - t.progress);
+  }
   t.progress = bytes;
   t.last_progress = now;
   if (t.state != State::granted) return;
-  const double total = static_cast<double>(t.spec.bytes);
-  const double lead = link_of(t).rate_bps / 8e9 * static_cast<double>(options_.handover_lead);
-  const auto target = static_cast<std::uint64_t>(std::min(options_.drained_fraction * total, std::max(0.0, total - lead)));
-  if (t.progress >= target) {
-    auto& l = link_of(t);
+  if (handed_over(l, t, now)) {
     end_window(l, t, now, false);
     schedule(l, now);
   }
@@ -273,6 +310,8 @@ void Arbiter::advance(Nanos now) {
         end_window(l, t, now, true);
       } else if (l.rate_bps > 0 && t.progress > 0 && now - t.last_progress >= std::max(options_.stall_after, 2 * l.rtt)) {
         end_window(l, t, now, false);
+      } else if (t.progress > 0 && handed_over(l, t, now)) {
+        end_window(l, t, now, false);  // its last bytes left the link's queue
       } else if (t.planned_end != kNever && now >= t.planned_end) {
         // Still moving: re-plan the rest of the window from what is left.
         const Nanos len = window_length(l, t.spec.bytes > t.progress ? t.spec.bytes - t.progress : 0);
@@ -285,6 +324,10 @@ void Arbiter::advance(Nanos now) {
 
 void Arbiter::set_capacity(LinkId link, double rate_bps, Nanos now) {
   auto& l = links_.at(link);
+  if (now > l.queue_at) {  // drained at the old rate until now
+    l.queue = queue_at(l, now);
+    l.queue_at = now;
+  }
   l.rate_bps = rate_bps;
   for (const auto tid : l.owners) {
     auto& t = get(tid);
@@ -300,7 +343,7 @@ std::optional<Nanos> Arbiter::next_deadline() const {
   for (const auto& [id, l] : links_) {
     for (const auto tid : l.owners) {
       const auto& t = transfers_[tid - 1];
-      Nanos d = t.planned_end;
+      Nanos d = std::min(t.planned_end, handover_time(l, t));
       if (l.rate_bps > 0)
         d = std::min(d, t.last_progress + (t.progress == 0 ? options_.idle_timeout : std::max(options_.stall_after, 2 * l.rtt)));
       if (d != kNever && (!next || d < *next)) next = d;

@@ -204,12 +204,14 @@ void RunWindows::act(WindowActions& out, Nanos now) {
     if (!next || groups_.at(by_id_.at(*next)).agents_granted) continue;
     const double rate = arbiter_.capacity(link);
     if (rate <= 0) continue;
-    // The window holder closest to its end.
+    // The window holder closest to its end: what it has still to send, and what the link
+    // has not sent of what it has.
     std::optional<Nanos> left;
+    const double queued = arbiter_.queued_bytes(link, now);
     for (const auto id : arbiter_.owners(link)) {
       const auto& t = arbiter_.transfer(id);
-      const auto rest = t.spec.bytes > t.progress ? t.spec.bytes - t.progress : 0;
-      const auto ns = static_cast<Nanos>(static_cast<double>(rest) * 8e9 / rate);
+      const auto rest = static_cast<double>(t.spec.bytes > t.progress ? t.spec.bytes - t.progress : 0) + queued;
+      const auto ns = static_cast<Nanos>(rest * 8e9 / rate);
       if (!left || ns < *left) left = ns;
     }
     if (left && *left <= lookahead_) grant_agents(groups_.at(by_id_.at(*next)), out);

@@ -11,15 +11,18 @@
 //     the link, as TCP would;
 //   - exclusive policies (`atlas`, `priority`): one transfer owns the link at a time, for a
 //     window of bytes / rate plus a slack of one RTT; the policy orders the pending ones.
-//     A transfer that cannot fill the link alone owns only the share it can use: one too
-//     small to fill it within one RTT (bytes / rate < RTT) moves at most bytes / RTT, and
-//     one carried by c TCP connections whose windows are W moves at most c W / RTT. Such
+//     A transfer that cannot fill the link alone owns only the share it can use: one
+//     carried by c TCP connections whose windows are W moves at most c W / RTT. Such
 //     transfers get windows side by side, in order, until their shares fill the link (the
 //     last one admitted may overfill it a little: a link is never left partly idle while
-//     transfers wait). A short or window-limited transfer thus never holds the whole link
-//     idle, and transfers that can fill the link always have it alone.
-// A window ends when its transfer has put all its bytes on the link (progress reports; the
-// next one may start while the last bytes propagate), completes, or stalls after some
+//     transfers wait). A window-limited transfer thus never holds the whole link idle, and
+//     transfers that can fill the link always have it alone. A short transfer (less than
+//     an RTT at the link rate) can fill it: its sender paces its connections at their share
+//     of the link, so while it sends it sends at the link rate (two side by side would
+//     send at twice the rate into the link's queue).
+// A window ends when its transfer has put all its bytes on the link and the link has sent
+// them (progress reports into a fluid queue drained at the link rate; the next one may
+// start while the last bytes propagate), completes, or stalls after some
 // progress (a TCP timeout: it finishes beside the next window). A window that reaches its
 // planned end while bytes still move is extended (re-planned from the progress); one with
 // no progress at all for `idle_timeout` is revoked: the transfer goes behind every other
@@ -138,13 +141,20 @@ struct ArbiterOptions {
   /// transfer is let in while the last bytes of this one are still arriving at the link,
   /// so the caller's control latency (sampling, grant message, the sender's wake-up) does
   /// not leave the link idle between windows. The link's FIFO queue keeps the two in order.
+  /// "Left" counts what waits in the link's queue too: progress is bytes into the link,
+  /// and bytes that entered faster than the link sends them (a sender a little above its
+  /// share, packets held at a closed gate let in at once) are still the window's until the
+  /// link has sent them; otherwise back-to-back windows would stack that backlog up until
+  /// the queue overflows.
   Nanos handover_lead = 5'000'000;
   /// A window whose transfer made progress and then none for max(this, 2 RTT) ends (the
   /// sender is waiting out a retransmission timeout): the next transfer gets the link, and
   /// the stalled one finishes beside it instead of holding the link idle.
   Nanos stall_after = 50'000'000;
-  /// Exclusive policies: transfers shorter than an RTT at the link rate share the link
-  /// side by side (see above); false: strictly one window at a time.
+  /// Exclusive policies: transfers that cannot fill the link alone (window-limited, see
+  /// tcp_window_bytes) share it side by side until it is full; false: strictly one window
+  /// at a time. (A short transfer fills the link while it sends: its connections are paced
+  /// at their share of the link, so it gets the link alone however short it is.)
   bool pack_small_transfers = true;
   /// The most one TCP connection keeps in flight (its receive window), in bytes: a
   /// transfer on `connections` connections moves at most connections x this / RTT, and
@@ -181,6 +191,9 @@ class Arbiter {
   const Transfer& transfer(TransferId id) const;
   /// The transfers holding windows on `link` now (exclusive policies).
   std::vector<TransferId> owners(LinkId link) const;
+  /// Bytes that entered `link` (as progress) and that it has not sent yet at `now`: a
+  /// fluid queue drained at the link's rate.
+  double queued_bytes(LinkId link, Nanos now) const;
   /// The pending transfer that would get `link` next if nothing else asks first.
   std::optional<TransferId> next_in_line(LinkId link) const;
   /// Windows that ended, in the order they ended.
@@ -194,7 +207,16 @@ class Arbiter {
     Nanos rtt = 0;
     std::vector<TransferId> waiting;  // pending transfers (exclusive policies)
     std::vector<TransferId> owners;  // windows now open (exclusive policies)
+    // What progress put into the link and the link has not sent, as of queue_at.
+    double queue = 0;
+    Nanos queue_at = 0;
   };
+  static double queue_at(const Link& l, Nanos now);
+  /// The window's bytes still to leave the link, against the handover target.
+  bool handed_over(const Link& l, const Transfer& t, Nanos now) const;
+  /// When handed_over() becomes true if no more progress comes (kNever: not by draining).
+  Nanos handover_time(const Link& l, const Transfer& t) const;
+  std::uint64_t handover_target(const Link& l, const Transfer& t) const;
   Transfer& get(TransferId id);
   Link& link_of(const Transfer& t);
   Nanos window_length(const Link& l, std::uint64_t bytes) const;
