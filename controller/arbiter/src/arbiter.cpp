@@ -194,16 +194,27 @@ std::vector<TransferId>::const_iterator Arbiter::best_waiting(const Link& l) con
 
 double Arbiter::demand(const Link& l, const Transfer& t) const {
   if (l.rtt <= 0) return l.rate_bps;
-  double d = l.rate_bps;
-  if (options_.tcp_window_bytes > 0 && t.spec.connections > 0)
-    d = std::min(d, t.spec.connections * options_.tcp_window_bytes * 8e9 / static_cast<double>(l.rtt));
+  double d = std::min(l.rate_bps, static_cast<double>(t.spec.bytes) * 8e9 / static_cast<double>(l.rtt));
+  if (window_limited(l, t)) d = window_share(l, t);
   return d;
+}
+
+double Arbiter::window_share(const Link& l, const Transfer& t) const {
+  if (l.rtt <= 0 || options_.tcp_window_bytes <= 0 || t.spec.connections <= 0) return l.rate_bps;
+  return t.spec.connections * options_.tcp_window_bytes * 8e9 / static_cast<double>(l.rtt);
+}
+
+bool Arbiter::window_limited(const Link& l, const Transfer& t) const {
+  const double w = window_share(l, t);
+  return w < l.rate_bps && w <= static_cast<double>(t.spec.bytes) * 8e9 / static_cast<double>(std::max<Nanos>(1, l.rtt));
 }
 
 void Arbiter::schedule(Link& l, Nanos now) {
   if (!policy_->exclusive()) return;
   // In policy order, no overtaking: the next one starts when the link is free, or, if it
-  // cannot fill the link alone, while the owners leave part of the link unused.
+  // cannot fill the link alone, while the owners leave room for it. A window-limited one
+  // may take less than its share (TCP shares the link among such flows, none bursts); a
+  // short one must fit: it sends its bytes at once, and the link's queue takes the excess.
   while (!l.waiting.empty()) {
     double used = 0;
     if (!l.owners.empty()) {
@@ -216,7 +227,7 @@ void Arbiter::schedule(Link& l, Nanos now) {
     if (!l.owners.empty()) {
       const double d = demand(l, t);
       const bool fits = used + d <= l.rate_bps * (1 + 1e-9);
-      if (!fits && d >= l.rate_bps * (1 - 1e-9)) return;  // it can fill the link: it waits for it
+      if (!fits && (d >= l.rate_bps * (1 - 1e-9) || !window_limited(l, t))) return;
     }
     l.waiting.erase(best);
     grant(l, t, now);

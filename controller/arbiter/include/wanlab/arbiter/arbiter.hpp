@@ -11,15 +11,15 @@
 //     the link, as TCP would;
 //   - exclusive policies (`atlas`, `priority`): one transfer owns the link at a time, for a
 //     window of bytes / rate plus a slack of one RTT; the policy orders the pending ones.
-//     A transfer that cannot fill the link alone owns only the share it can use: one
-//     carried by c TCP connections whose windows are W moves at most c W / RTT. Such
-//     transfers get windows side by side, in order, until their shares fill the link (the
-//     last one admitted may overfill it a little: a link is never left partly idle while
-//     transfers wait). A window-limited transfer thus never holds the whole link idle, and
-//     transfers that can fill the link always have it alone. A short transfer (less than
-//     an RTT at the link rate) can fill it: its sender paces its connections at their share
-//     of the link, so while it sends it sends at the link rate (two side by side would
-//     send at twice the rate into the link's queue).
+//     A transfer that cannot fill the link alone owns only the share it can use: one too
+//     small to fill it within one RTT (bytes / rate < RTT) moves at most bytes / RTT, and
+//     one carried by c TCP connections whose windows are W moves at most c W / RTT. Such
+//     transfers get windows side by side, in order, while their shares fit the link; a
+//     window-limited one may take what is left even if that is less than its share (TCP
+//     shares the link among such flows: a link is never left partly idle while they wait),
+//     a short one may not (it sends its bytes at once: two of 0.9 RTT side by side would
+//     put 1.8x the link's rate into its queue). A short or window-limited transfer thus
+//     never holds the whole link idle, and transfers that can fill the link have it alone.
 // A window ends when its transfer has put all its bytes on the link and the link has sent
 // them (progress reports into a fluid queue drained at the link rate; the next one may
 // start while the last bytes propagate), completes, or stalls after some
@@ -151,10 +151,9 @@ struct ArbiterOptions {
   /// sender is waiting out a retransmission timeout): the next transfer gets the link, and
   /// the stalled one finishes beside it instead of holding the link idle.
   Nanos stall_after = 50'000'000;
-  /// Exclusive policies: transfers that cannot fill the link alone (window-limited, see
-  /// tcp_window_bytes) share it side by side until it is full; false: strictly one window
-  /// at a time. (A short transfer fills the link while it sends: its connections are paced
-  /// at their share of the link, so it gets the link alone however short it is.)
+  /// Exclusive policies: transfers that cannot fill the link alone (shorter than an RTT at
+  /// its rate, or window-limited) share it side by side (see above); false: strictly one
+  /// window at a time.
   bool pack_small_transfers = true;
   /// The most one TCP connection keeps in flight (its receive window), in bytes: a
   /// transfer on `connections` connections moves at most connections x this / RTT, and
@@ -221,6 +220,10 @@ class Arbiter {
   Link& link_of(const Transfer& t);
   Nanos window_length(const Link& l, std::uint64_t bytes) const;
   double demand(const Link& l, const Transfer& t) const;
+  /// What t's TCP windows let it move (connections x window / RTT; the link's rate when
+  /// unknown), and whether that, not the link or its bytes, bounds it.
+  double window_share(const Link& l, const Transfer& t) const;
+  bool window_limited(const Link& l, const Transfer& t) const;
   void grant(Link& l, Transfer& t, Nanos now);
   void end_window(Link& l, Transfer& t, Nanos now, bool revoked);
   void schedule(Link& l, Nanos now);
