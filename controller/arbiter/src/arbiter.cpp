@@ -194,9 +194,7 @@ std::vector<TransferId>::const_iterator Arbiter::best_waiting(const Link& l) con
 
 double Arbiter::demand(const Link& l, const Transfer& t) const {
   if (l.rtt <= 0) return l.rate_bps;
-  double d = std::min(l.rate_bps, static_cast<double>(t.spec.bytes) * 8e9 / static_cast<double>(l.rtt));
-  if (window_limited(l, t)) d = window_share(l, t);
-  return d;
+  return std::min({l.rate_bps, static_cast<double>(t.spec.bytes) * 8e9 / static_cast<double>(l.rtt), window_share(l, t)});
 }
 
 double Arbiter::window_share(const Link& l, const Transfer& t) const {
@@ -206,7 +204,7 @@ double Arbiter::window_share(const Link& l, const Transfer& t) const {
 
 bool Arbiter::window_limited(const Link& l, const Transfer& t) const {
   const double w = window_share(l, t);
-  return w < l.rate_bps && w <= static_cast<double>(t.spec.bytes) * 8e9 / static_cast<double>(std::max<Nanos>(1, l.rtt));
+  return w < l.rate_bps && w <= static_cast<double>(t.spec.bytes) * 8e9 / static_cast<double>(l.rtt);  // (rtt > 0 here)
 }
 
 void Arbiter::schedule(Link& l, Nanos now) {
@@ -282,13 +280,9 @@ void Arbiter::progress(TransferId id, std::uint64_t bytes, Nanos now) {
   auto& l = link_of(t);
   // The bytes entered the link since its last report, spread over that time (the
   // caller samples counters), while the link sent at its rate.
-  if (now > l.queue_at) {
-    l.queue = std::max(0.0, l.queue + static_cast<double>(bytes - t.progress) -
-                                l.rate_bps / 8e9 * static_cast<double>(now - l.queue_at));
-    l.queue_at = now;
-  } else {
-    l.queue += static_cast<double>(bytes - t.progress);
-  }
+  l.queue = std::max(0.0, l.queue + static_cast<double>(bytes - t.progress) -
+                              l.rate_bps / 8e9 * static_cast<double>(std::max<Nanos>(0, now - l.queue_at)));
+  l.queue_at = std::max(l.queue_at, now);
   t.progress = bytes;
   t.last_progress = now;
   if (t.state != State::granted) return;
@@ -335,10 +329,8 @@ void Arbiter::advance(Nanos now) {
 
 void Arbiter::set_capacity(LinkId link, double rate_bps, Nanos now) {
   auto& l = links_.at(link);
-  if (now > l.queue_at) {  // drained at the old rate until now
-    l.queue = queue_at(l, now);
-    l.queue_at = now;
-  }
+  l.queue = queue_at(l, now);  // drained at the old rate until now
+  l.queue_at = std::max(l.queue_at, now);
   l.rate_bps = rate_bps;
   for (const auto tid : l.owners) {
     auto& t = get(tid);
