@@ -80,3 +80,58 @@ TEST_CASE("bench: two-dc-1b under fair with 1 and 2 connections and the DP-acros
   CHECK(p.code == 0);
   CHECK(fs::exists(out / "plots/timelines.svg"));
 }
+
+TEST_CASE("bench --repeat with a prefill load: every round runs on the lab's fresh agents", "[bench][prefill]") {
+  // The agents of a run exit after it; a next run that came before they had gone once took
+  // them for its own and failed when they left ("the agent of node ... went away").
+  test::TempDir dir("bench-prefill");
+  const auto topo_file = dir.write(
+      "wlbpf.json",
+      nlohmann::json{{"name", "wlbpf"},
+                     {"dcs",
+                      {{{"name", "use"}, {"nodes", 2}, {"gpus_per_node", 4}},
+                       {{"name", "euw"}, {"nodes", 2}, {"gpus_per_node", 4}}}},
+                     {"wan", {{{"between", {"use", "euw"}}, {"rtt", "20ms"}, {"rate", "200Mbit"}}}}}
+          .dump(2));
+  const nlohmann::json small = {{"layers", 4}, {"hidden", 2048}, {"heads", 16}, {"seq_len", 2048}, {"vocab", 32000}};
+  const auto scen_file = dir.write(
+      "wlbpf-scenario.json",
+      nlohmann::json{{"name", "wlbpf"},
+                     {"topology", topo_file.string()},
+                     {"model", small},
+                     {"parallelism", {{"pp", 2}, {"dp", 2}, {"tp", 4}}},
+                     {"schedule", "1f1b"},
+                     {"micro_batches", 4},
+                     {"iterations", 3},
+                     {"warmup", 1},
+                     {"connections", 2},
+                     {"scale", 0.1},
+                     {"prefill",
+                      {{"model", small},
+                       {"rate_per_s", 1000},
+                       {"prompt_tokens", 1024},
+                       {"deadline_s", 1},
+                       {"loadgen", "use-0"},
+                       {"decode", {"use-1", "euw-1"}},
+                       {"scale", 0.01}}}}
+          .dump(2));
+  const auto out = dir.path() / "x";
+  run(test::wanlab() + " down wlbpf");
+  const auto r = run(test::wanlab() + " bench " + scen_file.string() +
+                     " --policies fair --connections 2 --no-placement-baseline --repeat 2 --out " + out.string() +
+                     " --quiet");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto bench = nlohmann::json::parse(std::ifstream(out / "bench.json"));
+  CHECK(bench.at("skipped").empty());
+  REQUIRE(bench.at("variants").size() == 2);
+  CHECK(bench.at("variants")[0].at("name") == "fair-k2-training-only");
+  const auto& with = bench.at("variants")[1];
+  CHECK(with.at("name") == "fair-k2");
+  for (const auto& v : bench.at("variants")) CHECK(v.at("repeat").at("iteration_time_s").at("runs") == 2);
+  // The slowdown over the rounds, each against its twin.
+  const auto& slowdown = with.at("repeat").at("training_slowdown");
+  CHECK(slowdown.at("pairs") == 2);
+  CHECK(slowdown.at("ci95").size() == 2);
+  CHECK(std::isfinite(slowdown.at("mean").get<double>()));
+}

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -13,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
@@ -284,6 +286,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
 
   void on_close(const std::string& node, const std::weak_ptr<protocol::Channel>& wch, const std::string& reason) {
     std::lock_guard lock(mutex);
+    if (std::erase(leaving, wch.lock()) > 0) spdlog::info("agent of node {} (of the last run) disconnected: {}", node, reason);
     auto it = agents.find(node);
     if (it == agents.end() || it->second != wch.lock()) return;
     agents.erase(it);
@@ -359,6 +362,9 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
   }
 
   std::vector<pid_t> leftover;  // agents of finished runs not yet reaped
+  // Their control connections, out of `agents` (no run may use an agent that is leaving),
+  // kept open until they close (closing them would have the agent reconnect).
+  std::vector<std::shared_ptr<protocol::Channel>> leaving;
   void reap(bool all) {
     std::vector<pid_t> keep;
     for (pid_t p : leftover) {
@@ -367,6 +373,16 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
       if (::waitpid(p, &st, all ? 0 : WNOHANG) != p) keep.push_back(p);
     }
     leftover.swap(keep);
+  }
+  // Before a run spawns its agents: the last run's are gone, so none still holds a port the
+  // new ones bind (they exit within milliseconds of `bye`; after `limit`, killed).
+  void await_leftover(std::chrono::milliseconds limit) {
+    const auto deadline = Clock::now() + limit;
+    for (reap(false); !leftover.empty() && Clock::now() < deadline; reap(false))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (leftover.empty()) return;
+    for (pid_t p : leftover) ::kill(p, SIGKILL);
+    reap(true);
   }
 
   void finish() {
@@ -422,14 +438,21 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
       spdlog::warn("run {}: link rates not restored: {}", a->id, e.what());
     }
     // Agents we started exit after `bye` (or `abort`); any still there in 3 s is killed.
-    for (const auto& [node, pid] : a->agents)
+    // The next run starts its own, even if it comes before these have gone.
+    for (const auto& [node, pid] : a->agents) {
       if (pid > 0) leftover.push_back(pid);
+      if (const auto it = agents.find(node); it != agents.end()) {
+        leaving.push_back(it->second);
+        agents.erase(it);
+      }
+    }
     const auto pids = leftover;
     auto t = std::make_shared<boost::asio::steady_timer>(ioc, std::chrono::seconds(3));
     t->async_wait([t, pids, self = shared_from_this()](const boost::system::error_code&) {
       std::lock_guard lock(self->mutex);
-      for (pid_t p : pids)
-        if (p > 0 && ::kill(p, 0) == 0) ::kill(p, SIGKILL);
+      for (pid_t p : pids)  // only those not reaped since (a reaped pid may be reused)
+        if (p > 0 && std::find(self->leftover.begin(), self->leftover.end(), p) != self->leftover.end())
+          ::kill(p, SIGKILL);
       self->reap(false);
     });
     finished[a->id] = st;
@@ -515,6 +538,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
       }
       if (options.spawn_agents) {
         const auto binary = options.agent_binary.empty() ? find_agent_binary() : options.agent_binary;
+        await_leftover(std::chrono::seconds(3));
         for (const auto& node : act.coordinator->nodes()) {
           if (agents.count(node)) continue;  // already connected (e.g. left over): reuse it
           act.agents[node] = spawn_in_netns(lab::ns_node(lab.topology().name, node), binary,
