@@ -244,6 +244,45 @@ TEST_CASE("bench: training slowdown and the prefill table", "[unit][bench][prefi
   CHECK(md.find("| fair-k4 | 91.0 | +1.00 | 1000 | 990 | 0.120 | 0.900 | 3 | 40 | 123456 |") != std::string::npos);
 }
 
+TEST_CASE("bench --repeat: the training slowdown over the rounds, each against the twin run just before",
+          "[unit][bench][prefill]") {
+  using nlohmann::json;
+  const auto run = [](double mean, json slowdown, double utilization) {
+    json r{{"iteration_time_s", {{"mean", mean}}}, {"gpu_utilization", {{"mean", utilization}}}};
+    if (!slowdown.is_null()) r["training_slowdown"] = slowdown;
+    return r;
+  };
+  json with{{"iteration_time_s", {{"mean", 4.1}}},
+            {"gpu_utilization", {{"mean", 0.9}}},
+            {"training_slowdown", 0.025},
+            {"prefill", {{"requests", 10}, {"completed", 9}}}};
+  json variants = json::array(
+      {{{"name", "fair-k4-training-only"},
+        {"policy", "fair"},
+        {"training_only", true},
+        {"summary", {{"iteration_time_s", {{"mean", 4.0}}}}},
+        {"runs", {run(4.0, nullptr, 0.03), run(4.4, nullptr, 0.03), run(4.2, nullptr, 0.03)}}},
+       {{"name", "fair-k4"},
+        {"policy", "fair"},
+        {"summary", with},
+        // Slowdowns +2.5 %, -1.5 %, +2 %: mean +1 %, sample sd 2.18 %.
+        {"runs", {run(4.1, 0.025, 0.90), run(4.334, -0.015, 0.92), run(4.284, 0.02, 0.94)}}}});
+  add_repeat_ratios(variants, "fair-k4");
+  CHECK_FALSE(variants[0].at("repeat").contains("training_slowdown"));
+  const auto& r = variants[1].at("repeat");
+  CHECK(r.at("training_slowdown").at("mean").get<double>() == Approx(0.01));
+  CHECK(r.at("training_slowdown").at("pairs") == 3);
+  // sd of (0.025, -0.015, 0.02) = 0.021794; t(0.975, 2) = 4.302653.
+  const double half = 4.302653 * 0.0217945 / std::sqrt(3.0);
+  CHECK(r.at("training_slowdown").at("ci95")[0].get<double>() == Approx(0.01 - half).epsilon(1e-4));
+  CHECK(r.at("training_slowdown").at("ci95")[1].get<double>() == Approx(0.01 + half).epsilon(1e-4));
+  CHECK(r.at("gpu_utilization").at("mean").get<double>() == Approx(0.92));
+  const auto md = markdown({{"scenario", "s"}, {"baseline", "fair-k4"}, {"repeat", 3}, {"variants", variants}});
+  INFO(md);
+  CHECK_THAT(md, Contains("| fair-k4 | 92.0 | +1.00 (-4.41 to +6.41) | 10 | 9 |"));
+  CHECK_THAT(md, Contains("the mean of the per-round slowdowns"));
+}
+
 TEST_CASE("bench --repeat: statistics of a variant's runs", "[unit][bench]") {
   CHECK(run_stats({}).is_null());
   const auto one = run_stats({4.0});

@@ -92,8 +92,11 @@ nlohmann::json paired_speedup(const std::vector<std::optional<double>>& referenc
 /// round with that run's iteration_time_s, null for a round it did not run): each such entry
 /// gets "repeat": {iteration_time_s: run_stats of its runs, speedup: paired_speedup over the
 /// baseline, and for a policy other than fair vs_fair: paired_speedup over fair with the
-/// same connections and placement, with its name as "reference"}. "summary" and "ratios"
-/// stay those of the first run (its folder is the variant's).
+/// same connections and placement, with its name as "reference"; with a prefill load,
+/// training_slowdown: {mean of the rounds' slowdowns (each against the twin run just before
+/// it), ci95: [low, high] (Student t; null below two), pairs} and gpu_utilization: run_stats
+/// of the rounds' means}. "summary" and "ratios" stay those of the first run (its folder is
+/// the variant's).
 void add_repeat_ratios(nlohmann::json& variants, const std::string& baseline);
 
 /// bench.md: a line on what was run, the table (one row per variant), the skipped

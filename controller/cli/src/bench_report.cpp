@@ -253,6 +253,20 @@ void add_repeat_ratios(json& variants, const std::string& baseline) {
         repeat["vs_fair"] = p;
       }
     }
+    // With a prefill load: the per-round slowdowns against the twin that ran just before.
+    std::vector<double> slowdown, utilization;
+    for (const auto& r : v.at("runs")) {
+      if (const auto x = number(r, "/training_slowdown")) slowdown.push_back(*x);
+      if (const auto x = number(r, "/gpu_utilization/mean")) utilization.push_back(*x);
+    }
+    if (!slowdown.empty()) {
+      const auto m = mean_sd(slowdown);
+      repeat["training_slowdown"] = {
+          {"mean", m.mean},
+          {"ci95", slowdown.size() > 1 ? json::array({m.mean - m.ci95, m.mean + m.ci95}) : json()},
+          {"pairs", slowdown.size()}};
+      repeat["gpu_utilization"] = run_stats(utilization);
+    }
     v["repeat"] = std::move(repeat);
   }
 }
@@ -323,7 +337,12 @@ std::string markdown(const json& bench) {
     prefill |= v.contains("summary") && v.at("summary").contains("prefill");
   if (prefill) {
     md += "\nPrefill (BubbleTea) in the bubbles: training slowdown is the variant's iteration time over its "
-          "`-training-only` twin's, - 1.\n\n";
+          "`-training-only` twin's, - 1";
+    md += repeats > 1 ? fmt::format(" (over the {} rounds: the mean of the per-round slowdowns, each against the twin "
+                                    "that ran just before it, with its 95 % CI; GPU utilization: the mean of the "
+                                    "rounds'; the other columns are the first round's).\n\n",
+                                    repeats)
+                      : std::string(".\n\n");
     md += "| variant | GPU utilization (%) | training slowdown (%) | requests | completed | TTFT p50 (s) | TTFT p99 (s) | "
           "deadline misses | preemptions | prompt tokens/s |\n";
     md += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
@@ -334,8 +353,17 @@ std::string markdown(const json& bench) {
         const json::json_pointer p(pointer);
         return s.contains(p) ? s.at(p) : json();
       };
+      auto utilization = fixed(at("/gpu_utilization/mean"), "{:.1f}", 100);
+      auto slowdown = fixed(at("/training_slowdown"), "{:+.2f}", 100);
+      if (const json::json_pointer p("/repeat/training_slowdown"); v.contains(p)) {
+        const auto& r = v.at(p);
+        slowdown = fixed(r.value("mean", json()), "{:+.2f}", 100);
+        if (const auto ci = r.value("ci95", json()); ci.is_array() && ci.size() == 2)
+          slowdown += fmt::format(" ({:+.2f} to {:+.2f})", 100 * ci[0].get<double>(), 100 * ci[1].get<double>());
+        if (const auto u = number(v.at("repeat"), "/gpu_utilization/mean")) utilization = fixed(*u, "{:.1f}", 100);
+      }
       md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", v.value("name", std::string{"?"}),
-                        fixed(at("/gpu_utilization/mean"), "{:.1f}", 100), fixed(at("/training_slowdown"), "{:+.2f}", 100),
+                        utilization, slowdown,
                         fixed(at("/prefill/requests"), "{:.0f}"), fixed(at("/prefill/completed"), "{:.0f}"),
                         fixed(at("/prefill/ttft_s/p50"), "{:.3f}"), fixed(at("/prefill/ttft_s/p99"), "{:.3f}"),
                         fixed(at("/prefill/deadline_misses"), "{:.0f}"), fixed(at("/prefill/preemptions"), "{:.0f}"),

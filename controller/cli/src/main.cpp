@@ -87,7 +87,8 @@ int main(int argc, char** argv) {
                         "Lab runs per variant (default 1), in rounds that run every variant once: bench.md adds each "
                         "variant's mean, standard deviation and 95 % confidence interval over the runs, and speedups "
                         "paired by round with their 95 % CI (against the baseline, and for a policy other than fair "
-                        "against fair with the same connections). Run 1 is the variant's folder, run R is NAME-runR. "
+                        "against fair with the same connections; with a prefill load, the training slowdown over the rounds "
+                        "with its 95 % CI). Run 1 is the variant's folder, run R is NAME-runR. "
                         "The simulator is deterministic: with --mode both it runs once and is compared to the lab's "
                         "mean over the runs")
       ->check(CLI::Range(1, 100));
