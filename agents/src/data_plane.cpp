@@ -209,6 +209,7 @@ void DataPlane::read_payload(std::shared_ptr<Conn> c) {
       return;
     }
     c->left -= got;
+    arriving(c->src, c->dst, c->tag, got);
     if (c->clamped) clamp_window(*c);
     if (c->left > 0) return read_payload(c);
     delivered(c->src, c->dst, c->tag, c->stripe);
@@ -226,6 +227,40 @@ void DataPlane::set_congestion(Conn& c) {
   if (::setsockopt(c.socket.native_handle(), IPPROTO_TCP, TCP_CONGESTION, congestion_.data(),
                    static_cast<socklen_t>(congestion_.size())) != 0)
     throw std::runtime_error(fmt::format("TCP congestion control \"{}\": {}", congestion_, std::strerror(errno)));
+}
+
+void DataPlane::arriving(int src, int dst, std::uint64_t tag, std::uint64_t bytes) {
+  Eta eta;
+  std::chrono::steady_clock::time_point at;
+  {
+    std::lock_guard lock(mutex_);
+    const auto key = std::make_tuple(src, dst, tag);
+    const auto total = arrived_[key] += bytes;
+    const auto w = watches_.find(key);
+    if (w == watches_.end()) return;
+    const auto now = std::chrono::steady_clock::now();
+    auto& x = w->second;
+    x.received = total;
+    if (x.first == std::chrono::steady_clock::time_point{}) {
+      x.first = now;
+      x.first_bytes = total;
+      return;
+    }
+    const auto dt = now - x.first;
+    const auto db = x.received - x.first_bytes;
+    if (db == 0 || dt <= std::chrono::steady_clock::duration::zero() || x.received >= x.bytes) return;
+    at = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                   dt * (static_cast<double>(x.bytes - x.received) / static_cast<double>(db)));
+    eta = x.eta;
+  }
+  eta(at);
+}
+
+void DataPlane::watch(int src, int dst, std::uint64_t tag, std::uint64_t bytes, Eta eta) {
+  std::lock_guard lock(mutex_);
+  const auto key = std::make_tuple(src, dst, tag);
+  const auto it = arrived_.find(key);
+  watches_[key] = {bytes, it == arrived_.end() ? 0 : it->second, 0, {}, std::move(eta)};
 }
 
 void DataPlane::delivered(int src, int dst, std::uint64_t tag, std::uint64_t bytes) {
@@ -375,10 +410,12 @@ void DataPlane::wait(int src, int dst, std::uint64_t tag, std::uint64_t bytes) {
     auto it = inbox_.find(key);
     return it != inbox_.end() && it->second >= bytes;
   });
+  watches_.erase(key);
   if (aborted_) throw Aborted();
   auto it = inbox_.find(key);
   if (it == inbox_.end() || it->second < bytes) throw std::runtime_error(error_);
   inbox_.erase(it);
+  arrived_.erase(key);
 }
 
 bool DataPlane::has(int src, int dst, std::uint64_t tag, std::uint64_t bytes) const {

@@ -99,6 +99,11 @@ class DataPlane {
   /// Blocks until `bytes` from `src` to local worker `dst` under `tag` have arrived; throws
   /// Aborted when the run is aborted.
   void wait(int src, int dst, std::uint64_t tag, std::uint64_t bytes);
+  /// While a worker waits for (src, dst, tag) of `bytes`: `eta` runs on the io thread as
+  /// those bytes arrive (from the second read of them on), with when the rest should be in
+  /// at the rate they are arriving. wait() for the same key ends the watch.
+  using Eta = std::function<void(std::chrono::steady_clock::time_point)>;
+  void watch(int src, int dst, std::uint64_t tag, std::uint64_t bytes, Eta eta);
   /// Whether those bytes have all arrived already (wait() would not block).
   bool has(int src, int dst, std::uint64_t tag, std::uint64_t bytes) const;
   /// Wakes every waiter with Aborted and closes the sockets.
@@ -115,6 +120,7 @@ class DataPlane {
   void write_next(std::shared_ptr<Conn> c);
   void fail(const std::string& what);
   void delivered(int src, int dst, std::uint64_t tag, std::uint64_t bytes);
+  void arriving(int src, int dst, std::uint64_t tag, std::uint64_t bytes);
 
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
@@ -133,6 +139,16 @@ class DataPlane {
   mutable std::mutex mutex_;  // inbox_, incoming count, error_
   std::condition_variable cv_;
   std::map<std::tuple<int, int, std::uint64_t>, std::uint64_t> inbox_;  // (src, dst, tag) -> bytes
+  struct Watch {
+    std::uint64_t bytes = 0;     // the message's
+    std::uint64_t received = 0;  // so far, stripes not yet whole included
+    std::uint64_t first_bytes = 0;
+    std::chrono::steady_clock::time_point first{};  // the first read seen while watched
+    Eta eta;
+  };
+  std::map<std::tuple<int, int, std::uint64_t>, Watch> watches_;
+  // Payload read of messages not yet taken by wait(), stripes not yet whole included.
+  std::map<std::tuple<int, int, std::uint64_t>, std::uint64_t> arrived_;
   int hellos_ = 0;
   std::string error_;
 

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -22,17 +23,58 @@ void GpuShare::training_idle(Clock::time_point until) {
     std::lock_guard lock(mutex_);
     idle_ = true;
     until_ = until;
+    resume_ = until;
+    ++epoch_;
   }
   cv_.notify_all();
+}
+
+void GpuShare::expect(Clock::time_point at, std::uint64_t epoch) {
+  std::lock_guard lock(mutex_);
+  if (!idle_ || epoch != epoch_) return;
+  const auto now = Clock::now();
+  until_ = at;
+  resume_ = at + std::max<Clock::duration>(std::chrono::milliseconds(2), (at - now) / 10);
+  if (segment_layers_ == 0 || cut_ || segment_layer_.count() <= 0) return;
+  // The layer in progress ends; of the rest, those that end by `at`.
+  const auto begun = (now - segment_start_ + segment_layer_ - Clock::duration(1)) / segment_layer_;
+  const auto by_then = at > segment_start_ ? (at - segment_start_) / segment_layer_ : 0;
+  const auto keep = static_cast<int>(std::max<Clock::rep>({begun, by_then, 0}));
+  if (keep < segment_layers_) {
+    segment_layers_ = keep;
+    cv_.notify_all();
+  }
 }
 
 void GpuShare::training_busy() {
   std::unique_lock lock(mutex_);
   idle_ = false;
-  if (!layer_running_) return;
   const auto t0 = Clock::now();
-  cv_.wait(lock, [&] { return !layer_running_; });
+  if (segment_layers_ > 0 && !cut_) {
+    // A modeled segment: it ends at the next layer boundary, by the clock.
+    auto at = segment_start_ + segment_layer_ * segment_layers_;
+    if (segment_layer_.count() > 0 && t0 < at) {
+      const auto done = (t0 - segment_start_ + segment_layer_ - Clock::duration(1)) / segment_layer_;
+      at = segment_start_ + segment_layer_ * done;
+    }
+    cut_ = at;
+    cv_.notify_all();
+    while (Clock::now() < at) cv_.wait_until(lock, at);
+  } else if (layer_running_) {
+    cv_.wait(lock, [&] { return !layer_running_; });
+  } else {
+    return;
+  }
   waited_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+}
+
+int GpuShare::layers_fitting_locked(Clock::duration layer, int left) const {
+  if (!idle_) return 0;
+  if (until_ == Clock::time_point::max() || layer.count() <= 0) return left;
+  const auto now = Clock::now();
+  if (now >= resume_) return left;  // later than expected: a layer boundary bounds the delay
+  if (now >= until_) return 0;
+  return static_cast<int>(std::min<Clock::rep>(left, (until_ - now) / layer));
 }
 
 void GpuShare::layer_end() {
@@ -41,6 +83,36 @@ void GpuShare::layer_end() {
     layer_running_ = false;
   }
   cv_.notify_all();
+}
+
+void GpuShare::segment_begin_locked(Clock::time_point start, Clock::duration layer, int layers) {
+  segment_start_ = start;
+  segment_layer_ = layer;
+  segment_layers_ = layers;
+  cut_.reset();
+}
+
+std::pair<int, Clock::time_point> GpuShare::segment_wait_locked(std::unique_lock<std::mutex>& lock,
+                                                                const std::function<bool()>& stop) {
+  // expect() may shorten the segment while it runs.
+  auto end = segment_start_ + segment_layer_ * segment_layers_;
+  while (!cut_ && !stop() && Clock::now() < end) {
+    cv_.wait_until(lock, end);
+    end = segment_start_ + segment_layer_ * segment_layers_;
+  }
+  std::pair<int, Clock::time_point> ran{segment_layers_, end};
+  if (cut_) {
+    ran.second = *cut_;
+  } else if (Clock::now() < end) {
+    ran.second = Clock::now();  // stopped: the layers that had ended
+  }
+  if (ran.second < end && segment_layer_.count() > 0) {
+    ran.first = static_cast<int>((ran.second - segment_start_) / segment_layer_);
+    ran.second = segment_start_ + segment_layer_ * ran.first;
+  }
+  segment_layers_ = 0;
+  cut_.reset();
+  return ran;
 }
 
 PrefillRunner::PrefillRunner(GpuShare& share, double effective_flops, int cuda_device, Done done)
@@ -88,15 +160,7 @@ Clock::duration PrefillRunner::layer_time(const PrefillJob& job) const {
   return std::chrono::nanoseconds(static_cast<std::int64_t>(job.flops_per_layer / effective_flops_ * 1e9));
 }
 
-bool PrefillRunner::run_layer(const PrefillJob& job) {
-  if (gpu_) {
-    gpu_->run(job.layer, program::OpKind::forward);
-    return true;
-  }
-  const auto ns = static_cast<std::int64_t>(job.flops_per_layer / effective_flops_ * 1e9);
-  std::this_thread::sleep_until(Clock::now() + std::chrono::nanoseconds(ns));
-  return true;
-}
+void PrefillRunner::run_layer(const PrefillJob& job) { gpu_->run(job.layer, program::OpKind::forward); }
 
 void PrefillRunner::loop() {
   std::unique_lock lock(share_.mutex());
@@ -124,24 +188,35 @@ void PrefillRunner::loop() {
     int layer = 0;
     const auto layer_ns = layer_time(job);
     while (layer < job.layers && !stopping_) {
-      if (!share_.may_run_locked(layer_ns)) {
+      int fit = share_.layers_fitting_locked(layer_ns, job.layers - layer);
+      if (fit == 0) {
         // Training needs the GPU back (or soon will) with layers left: preempted until the
         // GPU is free long enough again.
         ++out.preemptions;
         out.spans.push_back({program::SpanKind::prefill, -1, -1, segment, last_end, 0, -1});
         segment = last_end;  // recorded: a stop while preempted must not record it again
-        while (!stopping_ && !share_.may_run_locked(layer_ns)) share_.wait_locked(lock);
+        while (!stopping_ && (fit = share_.layers_fitting_locked(layer_ns, job.layers - layer)) == 0)
+          share_.wait_locked(lock);
         if (stopping_) break;
         segment = since_start(Clock::now());
       }
-      share_.layer_begin_locked();
-      lock.unlock();
-      run_layer(job);
-      const auto ended = since_start(Clock::now());
-      share_.layer_end();
-      lock.lock();
-      last_end = ended;
-      ++layer;
+      if (gpu_) {
+        share_.layer_begin_locked();
+        lock.unlock();
+        run_layer(job);
+        const auto ended = since_start(Clock::now());
+        share_.layer_end();
+        lock.lock();
+        last_end = ended;
+        ++layer;
+      } else {
+        // Modeled: `fit` layers in one sleep; training cuts it at a layer boundary.
+        share_.segment_begin_locked(run_start_ + std::chrono::nanoseconds(std::max(segment, last_end)), layer_ns,
+                                    fit);
+        const auto [ran, ended] = share_.segment_wait_locked(lock, [this] { return stopping_; });
+        layer += ran;
+        if (ran > 0) last_end = since_start(ended);
+      }
     }
     // The first token: the LM head over the last position (modeled, it is tiny).
     out.complete = layer == job.layers;

@@ -6,6 +6,9 @@
 // network (a recv whose data has not arrived, an all-reduce); only then may a prefill layer
 // start. When the worker needs the GPU back it waits for the running layer to end (a layer
 // is the preemption granularity) and the prefill is preempted until the next idle time.
+// Modeled layers run as segments: a run of consecutive layers whose boundaries are known
+// from its start, so the worker waits for the next boundary by the clock, not for the
+// runner's thread to be scheduled, and the runner sleeps once per segment, not per layer.
 //
 // PrefillRunner: one thread per GPU running the prefills the dispatcher placed on it, in
 // the order of their reserved start, each no earlier than its start and its prompt's
@@ -23,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -45,29 +49,44 @@ class GpuShare {
   void training_idle(Clock::time_point until = Clock::time_point::max());
   /// Training needs the GPU: returns once no prefill layer runs on it.
   void training_busy();
+  /// Which idle time this is (training_idle() starts the next): expect() names it.
+  std::uint64_t idle_epoch() {
+    std::lock_guard lock(mutex_);
+    return epoch_;
+  }
+  /// While training waits for a message, whose bytes arrive at a rate that says they will all
+  /// be in at `at`: layers that would end after that do not start, and a running segment
+  /// ends at the last layer boundary by then (or the layer in progress). Layers run again
+  /// only once `at` has passed by a grace of a tenth of the time it was away (at least 2
+  /// ms), so that a pause in the arrival does not start one just before the rest comes.
+  /// Ignored unless training is still in idle time `epoch`.
+  void expect(Clock::time_point at, std::uint64_t epoch);
   /// A GPU no training worker uses (a dedicated inference GPU).
   void set_dedicated() { training_idle(); }
   /// Whether a layer of `layer` may start now: training is idle and the layer would not
   /// run across the moment training expects its GPU back. Once that moment has passed (the
   /// wait is longer than last time) layers run again, and a layer boundary bounds the delay.
-  bool may_run_locked(Clock::duration layer) const {
-    if (!idle_) return false;
-    if (until_ == Clock::time_point::max()) return true;
-    const auto now = Clock::now();
-    return now + layer <= until_ || now >= until_;
-  }
+  bool may_run_locked(Clock::duration layer) const { return layers_fitting_locked(layer, 1) > 0; }
+  /// How many of the next `left` layers of `layer` may run back to back from now (0: none).
+  int layers_fitting_locked(Clock::duration layer, int left) const;
 
   // The runner's side (its thread).
   std::mutex& mutex() { return mutex_; }
-  std::condition_variable& cv() { return cv_; }
-  bool idle_locked() const { return idle_; }
+  /// A layer whose end only the runner knows (real GPU work): training waits for layer_end().
   void layer_begin_locked() { layer_running_ = true; }
   void layer_end();
+  /// `layers` modeled layers of `layer` each, from `start`.
+  void segment_begin_locked(Clock::time_point start, Clock::duration layer, int layers);
+  /// Sleeps (lock held) until the segment ends, training cuts it at a layer boundary, or
+  /// `stop` holds; then closes it and returns how many of its layers ran and when the last
+  /// of them ended. `stop` cuts at the last boundary passed.
+  std::pair<int, Clock::time_point> segment_wait_locked(std::unique_lock<std::mutex>& lock,
+                                                        const std::function<bool()>& stop);
   /// Waits (lock held) for an event, or until training's expected return passes while it
   /// is idle, when layers may run again.
   void wait_locked(std::unique_lock<std::mutex>& lock) {
-    if (idle_ && until_ != Clock::time_point::max() && Clock::now() < until_)
-      cv_.wait_until(lock, until_);
+    if (idle_ && resume_ != Clock::time_point::max() && Clock::now() < resume_)
+      cv_.wait_until(lock, resume_);
     else
       cv_.wait(lock);
   }
@@ -84,7 +103,14 @@ class GpuShare {
   std::condition_variable cv_;
   bool idle_ = false;
   Clock::time_point until_ = Clock::time_point::max();
+  Clock::time_point resume_ = Clock::time_point::max();  // layers run again from then (until_ + grace)
+  std::uint64_t epoch_ = 0;
   bool layer_running_ = false;
+  // The modeled segment in progress (segment_layers_ > 0), and where training cut it.
+  Clock::time_point segment_start_{};
+  Clock::duration segment_layer_{};
+  int segment_layers_ = 0;
+  std::optional<Clock::time_point> cut_;
   std::int64_t waited_ns_ = 0;
 };
 
@@ -128,7 +154,7 @@ class PrefillRunner {
  private:
   void loop();
   std::int64_t since_start(Clock::time_point t) const;
-  bool run_layer(const PrefillJob& job);
+  void run_layer(const PrefillJob& job);  // on the GPU (cuda)
   Clock::duration layer_time(const PrefillJob& job) const;
 
   GpuShare& share_;

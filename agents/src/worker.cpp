@@ -89,7 +89,12 @@ void Worker::run(const std::atomic<bool>& abort) {
           const auto t0 = Clock::now();
           // The GPU is lent to prefill only while the worker really blocks.
           const bool lend = share != nullptr && !data_.has(op.peer, me, wire_tag(it, op.tag), op.bytes);
-          if (lend) share->training_idle(expected_end(i, t0));
+          if (lend) {
+            share->training_idle(expected_end(i, t0));
+            // As the message arrives, when the rest will be in (prefill stops by then).
+            data_.watch(op.peer, me, wire_tag(it, op.tag), op.bytes,
+                        [share, epoch = share->idle_epoch()](Clock::time_point at) { share->expect(at, epoch); });
+          }
           data_.wait(op.peer, me, wire_tag(it, op.tag), op.bytes);
           const auto t1 = Clock::now();
           if (lend) share->training_busy();

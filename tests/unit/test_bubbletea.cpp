@@ -216,7 +216,10 @@ TEST_CASE("training preempts a running prefill at the next layer boundary", "[bu
   // GPU time used: 20 layers of 5 ms, in two runs around the 30 ms training gap.
   const auto used = (outcome->spans[0].end_ns - outcome->spans[0].start_ns) +
                     (outcome->spans[1].end_ns - outcome->spans[1].start_ns);
-  CHECK(used >= 100'000'000);
+  // Modeled layers end on their boundaries by the clock, however late the runner's thread
+  // wakes: each run is a whole number of layers, and the GPU time is exactly 20 of them.
+  CHECK((outcome->spans[0].end_ns - outcome->spans[0].start_ns) % 5'000'000 == 0);
+  CHECK(used == 100'000'000);
   CHECK(outcome->spans[1].start_ns - outcome->spans[0].end_ns >= 30'000'000);
 }
 
@@ -255,4 +258,43 @@ TEST_CASE("a prefill stopped while preempted reports each span once", "[bubblete
   CHECK(!last.complete);
   CHECK(last.preemptions == 1);
   CHECK(last.spans.size() == 1);
+}
+
+TEST_CASE("a prefill stops by the time the awaited message's bytes say it will be in", "[bubbletea]") {
+  using namespace std::chrono;
+  agent::GpuShare share;
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<agent::PrefillOutcome> outcome;
+  agent::PrefillRunner runner(share, 1e12, -1, [&](const agent::PrefillJob&, const agent::PrefillOutcome& o) {
+    std::lock_guard lock(m);
+    outcome = o;
+    cv.notify_all();
+  });
+  run_one_job(runner, 40, 10e9);  // 40 layers of 10 ms
+  share.training_idle();          // no expectation of when training returns
+  const auto epoch = share.idle_epoch();
+  std::this_thread::sleep_for(milliseconds(13));
+  // The message is arriving: all in 12 ms from now. The layer in progress (10-20 ms) ends;
+  // the next would end after that moment, so none starts.
+  const auto at = agent::Clock::now() + milliseconds(12);
+  share.expect(at, epoch);
+  share.expect(at - hours(1), epoch + 1);  // a stale estimate (another idle time): ignored
+  std::this_thread::sleep_until(at);
+  const auto t0 = agent::Clock::now();
+  share.training_busy();  // the message is in: the GPU is free already
+  CHECK(agent::Clock::now() - t0 < milliseconds(2));
+  share.training_idle();
+  {
+    std::unique_lock lock(m);
+    REQUIRE(cv.wait_for(lock, seconds(5), [&] { return outcome.has_value(); }));
+  }
+  runner.stop();
+  CHECK(outcome->complete);
+  CHECK(outcome->preemptions == 1);
+  REQUIRE(outcome->spans.size() == 2);
+  // Whole layers, stopped at a boundary before the message was in (two, unless the runner's
+  // thread started late).
+  CHECK((outcome->spans[0].end_ns - outcome->spans[0].start_ns) % 10'000'000 == 0);
+  CHECK(outcome->spans[0].end_ns - outcome->spans[0].start_ns <= 20'000'000);
 }
