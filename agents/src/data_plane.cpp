@@ -230,30 +230,25 @@ void DataPlane::set_congestion(Conn& c) {
 }
 
 void DataPlane::arriving(int src, int dst, std::uint64_t tag, std::uint64_t bytes) {
-  Eta eta;
-  std::chrono::steady_clock::time_point at;
-  {
-    std::lock_guard lock(mutex_);
-    const auto key = std::make_tuple(src, dst, tag);
-    const auto total = arrived_[key] += bytes;
-    const auto w = watches_.find(key);
-    if (w == watches_.end()) return;
-    const auto now = std::chrono::steady_clock::now();
-    auto& x = w->second;
-    x.received = total;
-    if (x.first == std::chrono::steady_clock::time_point{}) {
-      x.first = now;
-      x.first_bytes = total;
-      return;
-    }
-    const auto dt = now - x.first;
-    const auto db = x.received - x.first_bytes;
-    if (db == 0 || dt <= std::chrono::steady_clock::duration::zero() || x.received >= x.bytes) return;
-    at = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                   dt * (static_cast<double>(x.bytes - x.received) / static_cast<double>(db)));
-    eta = x.eta;
+  // Under the lock, so that once wait() has ended the watch no call of it is under way.
+  std::lock_guard lock(mutex_);
+  const auto key = std::make_tuple(src, dst, tag);
+  const auto total = arrived_[key] += bytes;
+  const auto w = watches_.find(key);
+  if (w == watches_.end()) return;
+  const auto now = std::chrono::steady_clock::now();
+  auto& x = w->second;
+  x.received = total;
+  if (x.first == std::chrono::steady_clock::time_point{}) {
+    x.first = now;
+    x.first_bytes = total;
+    return;
   }
-  eta(at);
+  const auto dt = now - x.first;
+  const auto db = x.received - x.first_bytes;
+  if (db == 0 || dt <= std::chrono::steady_clock::duration::zero() || x.received >= x.bytes) return;
+  x.eta(now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                  dt * (static_cast<double>(x.bytes - x.received) / static_cast<double>(db))));
 }
 
 void DataPlane::watch(int src, int dst, std::uint64_t tag, std::uint64_t bytes, Eta eta) {

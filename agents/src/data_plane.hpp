@@ -101,7 +101,8 @@ class DataPlane {
   void wait(int src, int dst, std::uint64_t tag, std::uint64_t bytes);
   /// While a worker waits for (src, dst, tag) of `bytes`: `eta` runs on the io thread as
   /// those bytes arrive (from the second read of them on), with when the rest should be in
-  /// at the rate they are arriving. wait() for the same key ends the watch.
+  /// at the rate they are arriving. wait() for the same key ends the watch; `eta` runs
+  /// under the data plane's lock, so it must not call back into it.
   using Eta = std::function<void(std::chrono::steady_clock::time_point)>;
   void watch(int src, int dst, std::uint64_t tag, std::uint64_t bytes, Eta eta);
   /// Whether those bytes have all arrived already (wait() would not block).
