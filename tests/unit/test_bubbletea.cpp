@@ -47,6 +47,28 @@ struct Reports {
   }
 };
 
+// A runner's one outcome, awaited from the test's thread.
+struct Awaited {
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<agent::PrefillOutcome> outcome;
+  agent::PrefillRunner::Done callback() {
+    return [this](const agent::PrefillJob&, const agent::PrefillOutcome& o) {
+      std::lock_guard lock(m);
+      outcome = o;
+      cv.notify_all();
+    };
+  }
+  bool has() {
+    std::lock_guard lock(m);
+    return outcome.has_value();
+  }
+  bool wait(std::chrono::seconds limit) {
+    std::unique_lock lock(m);
+    return cv.wait_for(lock, limit, [&] { return outcome.has_value(); });
+  }
+};
+
 }  // namespace
 
 TEST_CASE("prefill cost of Llama-2-7B over 2048 tokens", "[bubbletea]") {
@@ -183,15 +205,10 @@ TEST_CASE("a dedicated inference GPU takes what fits in no bubble", "[bubbletea]
 TEST_CASE("training preempts a running prefill at the next layer boundary", "[bubbletea]") {
   using namespace std::chrono;
   agent::GpuShare share;
-  std::mutex m;
-  std::condition_variable cv;
-  std::optional<agent::PrefillOutcome> outcome;
+  Awaited done;
+  auto& outcome = done.outcome;
   // 20 layers of 5 ms (modeled at 1e12 FLOP/s).
-  agent::PrefillRunner runner(share, 1e12, -1, [&](const agent::PrefillJob&, const agent::PrefillOutcome& o) {
-    std::lock_guard lock(m);
-    outcome = o;
-    cv.notify_all();
-  });
+  agent::PrefillRunner runner(share, 1e12, -1, done.callback());
   run_one_job(runner, 20, 5e9);
   share.training_idle();  // no expectation of when training returns
   std::this_thread::sleep_for(milliseconds(22));
@@ -200,15 +217,9 @@ TEST_CASE("training preempts a running prefill at the next layer boundary", "[bu
   const auto waited = agent::Clock::now() - t0;
   CHECK(waited < milliseconds(40));  // one 5 ms layer, not the 80+ ms of prefill left
   std::this_thread::sleep_for(milliseconds(30));  // training computes: no layer may run
-  {
-    std::lock_guard lock(m);
-    CHECK(!outcome);
-  }
+  CHECK(!done.has());
   share.training_idle();
-  {
-    std::unique_lock lock(m);
-    REQUIRE(cv.wait_for(lock, seconds(2), [&] { return outcome.has_value(); }));
-  }
+  REQUIRE(done.wait(seconds(2)));
   runner.stop();
   CHECK(outcome->complete);
   CHECK(outcome->preemptions == 1);
@@ -263,14 +274,9 @@ TEST_CASE("a prefill stopped while preempted reports each span once", "[bubblete
 TEST_CASE("a prefill stops by the time the awaited message's bytes say it will be in", "[bubbletea]") {
   using namespace std::chrono;
   agent::GpuShare share;
-  std::mutex m;
-  std::condition_variable cv;
-  std::optional<agent::PrefillOutcome> outcome;
-  agent::PrefillRunner runner(share, 1e12, -1, [&](const agent::PrefillJob&, const agent::PrefillOutcome& o) {
-    std::lock_guard lock(m);
-    outcome = o;
-    cv.notify_all();
-  });
+  Awaited done;
+  auto& outcome = done.outcome;
+  agent::PrefillRunner runner(share, 1e12, -1, done.callback());
   run_one_job(runner, 40, 10e9);  // 40 layers of 10 ms
   share.training_idle();          // no expectation of when training returns
   const auto epoch = share.idle_epoch();
@@ -285,10 +291,7 @@ TEST_CASE("a prefill stops by the time the awaited message's bytes say it will b
   share.training_busy();  // the message is in: the GPU is free already
   CHECK(agent::Clock::now() - t0 < milliseconds(2));
   share.training_idle();
-  {
-    std::unique_lock lock(m);
-    REQUIRE(cv.wait_for(lock, seconds(5), [&] { return outcome.has_value(); }));
-  }
+  REQUIRE(done.wait(seconds(5)));
   runner.stop();
   CHECK(outcome->complete);
   CHECK(outcome->preemptions == 1);
