@@ -37,9 +37,8 @@ void GpuShare::expect(Clock::time_point at, std::uint64_t epoch) {
   resume_ = at + std::max<Clock::duration>(std::chrono::milliseconds(2), (at - now) / 10);
   if (segment_layers_ == 0 || cut_ || segment_layer_.count() <= 0) return;
   // The layer in progress ends; of the rest, those that end by `at`.
-  const auto begun = (now - segment_start_ + segment_layer_ - Clock::duration(1)) / segment_layer_;
   const auto by_then = at > segment_start_ ? (at - segment_start_) / segment_layer_ : 0;
-  const auto keep = static_cast<int>(std::max<Clock::rep>({begun, by_then, 0}));
+  const auto keep = static_cast<int>(std::max<Clock::rep>(layers_begun_locked(now), by_then));
   if (keep < segment_layers_) {
     segment_layers_ = keep;
     cv_.notify_all();
@@ -53,10 +52,7 @@ void GpuShare::training_busy() {
   if (segment_layers_ > 0 && !cut_) {
     // A modeled segment: it ends at the next layer boundary, by the clock.
     auto at = segment_start_ + segment_layer_ * segment_layers_;
-    if (segment_layer_.count() > 0 && t0 < at) {
-      const auto done = (t0 - segment_start_ + segment_layer_ - Clock::duration(1)) / segment_layer_;
-      at = segment_start_ + segment_layer_ * done;
-    }
+    if (segment_layer_.count() > 0 && t0 < at) at = segment_start_ + segment_layer_ * layers_begun_locked(t0);
     cut_ = at;
     cv_.notify_all();
     while (Clock::now() < at) cv_.wait_until(lock, at);
@@ -83,6 +79,10 @@ void GpuShare::layer_end() {
     layer_running_ = false;
   }
   cv_.notify_all();
+}
+
+Clock::rep GpuShare::layers_begun_locked(Clock::time_point t) const {
+  return t <= segment_start_ ? 0 : (t - segment_start_ + segment_layer_ - Clock::duration(1)) / segment_layer_;
 }
 
 void GpuShare::segment_begin_locked(Clock::time_point start, Clock::duration layer, int layers) {

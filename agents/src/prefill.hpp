@@ -99,6 +99,10 @@ class GpuShare {
   void notify() { cv_.notify_all(); }
 
  private:
+  /// Of the modeled segment in progress, the layers begun by `t` (the one running at `t`
+  /// included): its next boundary is that many layers from its start.
+  Clock::rep layers_begun_locked(Clock::time_point t) const;
+
   std::mutex mutex_;
   std::condition_variable cv_;
   bool idle_ = false;

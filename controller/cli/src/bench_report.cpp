@@ -195,6 +195,9 @@ MeanSd mean_sd(const std::vector<double>& v) {
   return m;
 }
 
+// [low, high] of the mean's 95 % interval; null below two values.
+json ci_json(const MeanSd& m, std::size_t n) { return n > 1 ? json::array({m.mean - m.ci95, m.mean + m.ci95}) : json(); }
+
 std::vector<std::optional<double>> run_means(const json& entry) {
   std::vector<std::optional<double>> out;
   for (const auto& r : entry.value("runs", json::array())) out.push_back(number(r, "/iteration_time_s/mean"));
@@ -225,8 +228,7 @@ json paired_speedup(const std::vector<std::optional<double>>& reference,
   }
   if (ratio.empty()) return nullptr;
   const auto m = mean_sd(ratio);
-  const json ci = ratio.size() > 1 ? json::array({m.mean - m.ci95, m.mean + m.ci95}) : json();
-  return {{"speedup", mean_sd(ref).mean / mean_sd(var).mean}, {"ratio_mean", m.mean}, {"ci95", ci},
+  return {{"speedup", mean_sd(ref).mean / mean_sd(var).mean}, {"ratio_mean", m.mean}, {"ci95", ci_json(m, ratio.size())},
           {"pairs", ratio.size()}};
 }
 
@@ -261,10 +263,7 @@ void add_repeat_ratios(json& variants, const std::string& baseline) {
     }
     if (!slowdown.empty()) {
       const auto m = mean_sd(slowdown);
-      repeat["training_slowdown"] = {
-          {"mean", m.mean},
-          {"ci95", slowdown.size() > 1 ? json::array({m.mean - m.ci95, m.mean + m.ci95}) : json()},
-          {"pairs", slowdown.size()}};
+      repeat["training_slowdown"] = {{"mean", m.mean}, {"ci95", ci_json(m, slowdown.size())}, {"pairs", slowdown.size()}};
       repeat["gpu_utilization"] = run_stats(utilization);
     }
     v["repeat"] = std::move(repeat);
