@@ -32,6 +32,12 @@ inline constexpr const char* kTrainingOnlySuffix = "-training-only";
 /// its twin without the load, named NAME-training-only, so each has its training slowdown.
 std::vector<Variant> add_training_only_twins(const std::vector<Variant>& variants);
 
+/// The order in which round `round` (1-based) of `rounds` runs `n` variants: as listed in odd
+/// rounds, reversed in even ones (A B, B A, A B, ...), so that a steady drift of the machine's
+/// speed over a bench falls on both sides of every pair alike and cancels out of the paired
+/// means over an even number of rounds. One round: as listed.
+std::vector<std::size_t> round_order(std::size_t n, int round, int rounds);
+
 /// Iteration time with the prefill load over without it, - 1 (summary.json's
 /// training_slowdown); null when either is missing or zero.
 nlohmann::json training_slowdown(const nlohmann::json& with_load, const nlohmann::json& without);

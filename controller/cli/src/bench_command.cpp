@@ -48,17 +48,21 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
 
   const int rounds = std::max(1, a.repeat);
   // Each variant's runs, one per round (null: not run in that round); round r runs every
-  // variant once, in order. Run 1 lives in the variant's folder, run r in NAME-runR.
+  // variant once, in bench::round_order (reversed in even rounds). Run 1 lives in the
+  // variant's folder, run r in NAME-runR.
   std::vector<json> runs(variants.size(), json::array());
   std::vector<json> first(variants.size());  // the first run's bench.json entry
   std::vector<bool> given_up(variants.size(), false);
   bool stop = false;
   for (int round = 1; round <= rounds; ++round) {
-    for (std::size_t i = 0; i < variants.size(); ++i) {
+    std::vector<json> summaries(variants.size());  // this round's, of the runs that finished
+    const auto order = bench::round_order(variants.size(), round, rounds);
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const std::size_t i = order[k];
       const auto& v = variants[i];
       const auto name = round == 1 ? v.name : fmt::format("{}-run{}", v.name, round);
-      const auto tag = rounds == 1 ? fmt::format("[{}/{}] {}", i + 1, variants.size(), v.name)
-                                   : fmt::format("[{}/{} round {}/{}] {}", i + 1, variants.size(), round, rounds, v.name);
+      const auto tag = rounds == 1 ? fmt::format("[{}/{}] {}", k + 1, variants.size(), v.name)
+                                   : fmt::format("[{}/{} round {}/{}] {}", k + 1, variants.size(), round, rounds, v.name);
       if (given_up[i]) {
         runs[i].push_back(nullptr);
         continue;
@@ -101,36 +105,19 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
             "utilization {:.1f} %\n",
             tag, num("/iteration_time_s/mean"), num("/iteration_time_s/p99"), 100 * num("/gpu_utilization/mean"),
             100 * num("/bubble_fraction"), 100 * bench::wan_utilization(s));
-        if (s.contains("prefill")) {
-          // The twin ran just before, in this round: the slowdown the load caused, into the run's summary too.
-          for (std::size_t j = 0; j < i; ++j)
-            if (variants[j].name == v.name + bench::kTrainingOnlySuffix && runs[j].back().is_object())
-              s["training_slowdown"] = bench::training_slowdown(s, runs[j].back());
+        if (s.contains("prefill"))
           fmt::print("{}: prefill {} of {} requests done, TTFT p50 {:.3f} s p99 {:.3f} s, {} deadline misses, {} "
-                     "preemptions, training slowdown {}\n",
+                     "preemptions\n",
                      tag, s["prefill"].value("completed", 0), s["prefill"].value("requests", 0),
                      bench::number(s, "/prefill/ttft_s/p50").value_or(0), bench::number(s, "/prefill/ttft_s/p99").value_or(0),
-                     s["prefill"].value("deadline_misses", 0), s["prefill"].value("preemptions", 0),
-                     s["training_slowdown"].is_number()
-                         ? fmt::format("{:+.2f} %", 100 * s["training_slowdown"].get<double>())
-                         : std::string("n/a"));
-          try {
-            write_text_file(folder / "summary.json", s.dump(2) + "\n");
-          } catch (const std::exception& e) {
-            fmt::print(stderr, "wanlab: bench: {}\n", e.what());
-          }
-        }
-        json run = {{"round", round}, {"folder", name}, {"iteration_time_s", s.value("iteration_time_s", json())},
-                    {"gpu_utilization", s.value("gpu_utilization", json())},
-                    {"bubble_fraction", s.value("bubble_fraction", json())},
-                    {"wan_utilization", bench::wan_utilization(s)}};
-        if (s.contains("training_slowdown")) run["training_slowdown"] = s["training_slowdown"];
-        runs[i].push_back(std::move(run));
-        if (first[i].is_null()) {
-          first[i] = {{"name", v.name},           {"policy", v.policy}, {"connections", v.connections},
-                      {"placement", v.placement}, {"folder", name},     {"summary", std::move(s)}};
-          if (v.training_only) first[i]["training_only"] = true;
-        }
+                     s["prefill"].value("deadline_misses", 0), s["prefill"].value("preemptions", 0));
+        runs[i].push_back({{"round", round},
+                           {"folder", name},
+                           {"iteration_time_s", s.value("iteration_time_s", json())},
+                           {"gpu_utilization", s.value("gpu_utilization", json())},
+                           {"bubble_fraction", s.value("bubble_fraction", json())},
+                           {"wan_utilization", bench::wan_utilization(s)}});
+        summaries[i] = std::move(s);
         continue;
       }
       runs[i].push_back(nullptr);
@@ -144,6 +131,35 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
       rc = 1;
       given_up[i] = round == 1;  // refused by the controller: it will be again
       stop = !lab_running(lab.name);  // nothing more can run without the controller
+    }
+    // With a prefill load, each variant's slowdown against its twin of this round (which ran
+    // before or after it), into the run's summary too.
+    for (std::size_t i = 0; i < variants.size(); ++i) {
+      json& s = summaries[i];
+      if (!s.is_object() || !s.contains("prefill")) continue;
+      for (std::size_t j = 0; j < variants.size(); ++j)
+        if (variants[j].name == variants[i].name + bench::kTrainingOnlySuffix && summaries[j].is_object())
+          s["training_slowdown"] = bench::training_slowdown(s, runs[j].back());
+      const auto name = runs[i].back().at("folder").get<std::string>();
+      fmt::print("[round {}/{}] {}: training slowdown {}\n", round, rounds, variants[i].name,
+                 s.value("training_slowdown", json()).is_number()
+                     ? fmt::format("{:+.2f} % against {}{}", 100 * s["training_slowdown"].get<double>(),
+                                   variants[i].name, bench::kTrainingOnlySuffix)
+                     : std::string("n/a (its twin did not run)"));
+      if (s.contains("training_slowdown")) runs[i].back()["training_slowdown"] = s["training_slowdown"];
+      try {
+        write_text_file(out / name / "summary.json", s.dump(2) + "\n");
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+      }
+    }
+    for (std::size_t i = 0; i < variants.size(); ++i) {
+      if (!first[i].is_null() || !summaries[i].is_object()) continue;
+      const auto& v = variants[i];
+      first[i] = {{"name", v.name},           {"policy", v.policy},
+                  {"connections", v.connections}, {"placement", v.placement},
+                  {"folder", runs[i].back().at("folder")}, {"summary", std::move(summaries[i])}};
+      if (v.training_only) first[i]["training_only"] = true;
     }
     if (stop || interrupted()) break;  // the later rounds are not listed one by one
   }

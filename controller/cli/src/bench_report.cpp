@@ -139,6 +139,12 @@ std::vector<Variant> add_training_only_twins(const std::vector<Variant>& variant
   return out;
 }
 
+std::vector<std::size_t> round_order(std::size_t n, int round, int rounds) {
+  std::vector<std::size_t> order(n);
+  for (std::size_t k = 0; k < n; ++k) order[k] = rounds > 1 && round % 2 == 0 ? n - 1 - k : k;
+  return order;
+}
+
 json training_slowdown(const json& with_load, const json& without) {
   const auto a = number(with_load, "/iteration_time_s/mean");
   const auto b = number(without, "/iteration_time_s/mean");
@@ -255,7 +261,7 @@ void add_repeat_ratios(json& variants, const std::string& baseline) {
         repeat["vs_fair"] = p;
       }
     }
-    // With a prefill load: the per-round slowdowns against the twin that ran just before.
+    // With a prefill load: the per-round slowdowns, each against the twin of its round.
     std::vector<double> slowdown, utilization;
     for (const auto& r : v.at("runs")) {
       if (const auto x = number(r, "/training_slowdown")) slowdown.push_back(*x);
@@ -302,7 +308,8 @@ std::string markdown(const json& bench) {
   const auto repeats = bench.value("repeat", 1);
   if (repeats > 1) {
     md += fmt::format(
-        "\nRepeated runs: {} rounds, each running every variant once in the order above; the table above is "
+        "\nRepeated runs: {} rounds, each running every variant once, in the order above in odd rounds and "
+        "in reverse in even ones (so a steady drift of the machine's speed cancels out of paired figures); the table above is "
         "each variant's first run. Mean, standard deviation and 95 % confidence interval (Student t) of the runs' "
         "mean iteration times; speedups from runs paired by round (mean of the per-round ratios, 95 % CI).\n\n",
         repeats);
@@ -338,7 +345,7 @@ std::string markdown(const json& bench) {
     md += "\nPrefill (BubbleTea) in the bubbles: training slowdown is the variant's iteration time over its "
           "`-training-only` twin's, - 1";
     md += repeats > 1 ? fmt::format(" (over the {} rounds: the mean of the per-round slowdowns, each against the twin "
-                                    "that ran just before it, with its 95 % CI; GPU utilization: the mean of the "
+                                    "of its round, with its 95 % CI; GPU utilization: the mean of the "
                                     "rounds'; the other columns are the first round's).\n\n",
                                     repeats)
                       : std::string(".\n\n");

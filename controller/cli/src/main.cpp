@@ -84,7 +84,9 @@ int main(int argc, char** argv) {
                         "the simulator's error per variant (OUT/crosscheck.md, crosscheck.json)")
       ->check(CLI::IsMember({"lab", "simulate", "both"}));
   bench_cmd->add_option("--repeat", bench.repeat,
-                        "Lab runs per variant (default 1), in rounds that run every variant once: bench.md adds each "
+                        "Lab runs per variant (default 1), in rounds that run every variant once (in the listed order in odd "
+                        "rounds, reversed in even ones, so a steady drift of the machine cancels out of paired figures over "
+                        "an even number of rounds): bench.md adds each "
                         "variant's mean, standard deviation and 95 % confidence interval over the runs, and speedups "
                         "paired by round with their 95 % CI (against the baseline, and for a policy other than fair "
                         "against fair with the same connections; with a prefill load, the training slowdown over the rounds "
