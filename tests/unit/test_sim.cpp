@@ -144,19 +144,24 @@ TEST_CASE("D pipelines sending S bytes at once over one link: fair vs atlas", "[
     s.policy = policy;
     arrived[policy] = arrivals(s, sim::simulate(plan_of(s, topo), opt), D, 0.010);
   }
-  // The same messages within a window are bursts: the link's queue serves them whole,
-  // first come first served, whatever the policy.
+  // The same messages within a window are bursts. By default they share the link as
+  // well (paced connections interleave in the queue): all in at D S / B. With fifo_bursts
+  // the link's queue serves them whole, first come first served.
   s.policy = "fair";
   arrived["fair-bursts"] = arrivals(s, sim::simulate(plan_of(s, topo)), D, 0.010);
+  sim::SimOptions fifo;
+  fifo.fifo_bursts = true;
+  arrived["fair-fifo-bursts"] = arrivals(s, sim::simulate(plan_of(s, topo), fifo), D, 0.010);
   for (int j = 0; j < D; ++j) {
     INFO("pipeline " << j);
     CHECK(arrived["fair"][static_cast<std::size_t>(j)] == Approx(D).margin(1e-6));
     CHECK(arrived["atlas"][static_cast<std::size_t>(j)] == Approx(j + 1).margin(0.03));
-    CHECK(arrived["fair-bursts"][static_cast<std::size_t>(j)] == Approx(j + 1).margin(1e-6));
+    CHECK(arrived["fair-bursts"][static_cast<std::size_t>(j)] == Approx(D).margin(1e-6));
+    CHECK(arrived["fair-fifo-bursts"][static_cast<std::size_t>(j)] == Approx(j + 1).margin(1e-6));
   }
 }
 
-TEST_CASE("bursts that find the link's queue full lose the rest and send it again after an RTO", "[unit][sim]") {
+TEST_CASE("FIFO bursts that find the link's queue full lose the rest and send it again after an RTO", "[unit][sim]") {
   // As above (4 pipelines' bursts of S at once, RTT 20 ms) with S / B = 0.1 s and a queue
   // of 1.5 S: pipeline 0's burst is queued whole, pipeline 1's half, 2's and 3's not at all.
   // The lost bytes come back after Linux's RTO (SRTT with the queue's delay, + 200 ms) and
@@ -171,6 +176,7 @@ TEST_CASE("bursts that find the link's queue full lose the rest and send it agai
   }
   const auto run = [&](bool overflow) {
     sim::SimOptions opt;
+    opt.fifo_bursts = true;
     opt.queue_overflow = overflow;
     const auto r = sim::simulate(plan_of(s, topo), opt);
     if (overflow) {
@@ -197,6 +203,7 @@ TEST_CASE("bursts that find the link's queue full lose the rest and send it agai
   // Windowed policies pace their connections in the lab: no bursts overflow there.
   s.policy = "atlas";
   sim::SimOptions opt;
+  opt.fifo_bursts = true;
   const auto r = sim::simulate(plan_of(s, topo), opt);
   CHECK(r.stats.overflows == 0);
 }

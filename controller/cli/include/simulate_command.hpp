@@ -26,6 +26,7 @@ struct SimFlags {
   std::optional<std::string> lan_rate;    // "10Gbit"
   std::optional<std::string> tcp_window;  // "3MiB"
   bool slow_start = false;
+  std::string bursts = "shared";  // shared, fifo
   std::string timeline = "auto";  // auto, full, per-stage, none
 };
 

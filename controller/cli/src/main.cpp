@@ -105,6 +105,12 @@ int main(int argc, char** argv) {
     cmd->add_flag("--slow-start", f.slow_start,
                   "Simulator: model TCP slow start (windows start at 10 segments and double every RTT; kept "
                   "between messages unless the scenario sets tcp_slow_start_after_idle)");
+    cmd->add_option("--bursts", f.bursts,
+                    "Simulator: how messages that fit in their TCP windows share a WAN link: shared (default: "
+                    "max-min with the others, as Linux's paced connections interleave in the lab's queue) or fifo "
+                    "(each leaves at once and the link serves them whole in arrival order, with the lab's queue "
+                    "limit: what overflows is sent again after an RTO)")
+        ->check(CLI::IsMember({"shared", "fifo"}));
     cmd->add_option("--timeline", f.timeline,
                     "Simulator: timeline.json with every GPU (full), one GPU per stage (per-stage) or none; auto "
                     "(default): full up to 256 GPUs, else per-stage")
@@ -143,9 +149,9 @@ int main(int argc, char** argv) {
   sim_cmd->footer(
       "What is modeled (bench/README.md, \"Simulator\"): compute from the scenario's FLOP model; each WAN message\n"
       "as one flow of `connections` TCP connections over its directed link, max-min fair, each connection below\n"
-      "--tcp-window / RTT, delivered one-way delay after its last byte; bursts within the windows queued at\n"
-      "the link in arrival order, the part that finds the lab's queue full sent again after an RTO (fair\n"
-      "only: windowed runs are paced); link rates following the topology's\n"
+      "--tcp-window / RTT, delivered one-way delay after its last byte, bursts within the windows too (with\n"
+      "--bursts fifo: queued whole at the link in arrival order, the part that finds the lab's queue full sent\n"
+      "again after an RTO, fair only); link rates following the topology's\n"
       "traces (rate steps only: delay, jitter and loss are not modeled); the arbiter's windows gating flows as\n"
       "in the lab; ring all-reduces inside a DC over each node's --lan-rate link. Exit status: 0 every variant\n"
       "ran, 1 one failed, 2 bad input.");

@@ -56,6 +56,7 @@ json options_json(const sim::SimOptions& o, const workload::Scenario& s, const s
   return {{"lan_rate_bps", o.lan_rate_bps ? json(*o.lan_rate_bps) : json(nullptr)},
           {"tcp_window_bytes", o.tcp_window_bytes.value_or(workload::run_tcp_window(s))},
           {"slow_start", o.slow_start},
+          {"bursts", o.fifo_bursts ? "fifo" : "shared"},
           {"progress_period_ms", static_cast<double>(o.progress_period_ns) / 1e6},
           {"traces", o.traces.size()},
           {"timeline", timeline}};
@@ -78,6 +79,9 @@ sim::SimOptions parse_sim_flags(const SimFlags& f) {
   if (f.slow_start && o.tcp_window_bytes && *o.tcp_window_bytes <= 0)
     throw std::invalid_argument("--slow-start needs a TCP window (--tcp-window 0 turns the window off)");
   o.slow_start = f.slow_start;
+  if (f.bursts != "shared" && f.bursts != "fifo")
+    throw std::invalid_argument(fmt::format("--bursts {}: give shared or fifo", f.bursts));
+  o.fifo_bursts = f.bursts == "fifo";
   if (f.timeline != "auto" && f.timeline != "full" && f.timeline != "per-stage" && f.timeline != "none")
     throw std::invalid_argument(fmt::format("--timeline {}: give auto, full, per-stage or none", f.timeline));
   return o;

@@ -11,9 +11,11 @@
 //     from the sender's node link up to the receiver's node link down (see `lan_rate_bps`);
 //     on one node, no network. It is delivered one-way delay after its last byte leaves.
 //     Messages between one pair of workers go out one after the other, as the agents
-//     write them to the pair's connections. A WAN message that fits in its connections'
-//     windows is a burst: the link serves bursts whole, in arrival order (see
-//     SimOptions::fifo_bursts; what finds the queue full: SimOptions::queue_overflow).
+//     write them to the pair's connections. Messages that share a link at once share it
+//     max-min, bursts within a window too (Linux paces every connection over its RTT, so
+//     concurrent bursts interleave in the queue); SimOptions::fifo_bursts serves bursts
+//     whole in arrival order instead (what finds the queue full there:
+//     SimOptions::queue_overflow).
 //     Bytes on links are wire bytes: payload x
 //     workload::kWireOverhead;
 //   - WAN windows: each stage boundary's message of one pipeline for one micro-batch (its
@@ -77,20 +79,24 @@ struct SimOptions {
   /// RTO, max(200 ms, RTT)). Off: every connection is at its full window from the start.
   bool slow_start = false;
   double initial_window_bytes = 10 * 1448;
-  /// A WAN message whose bytes per connection fit in the window leaves in one burst and
-  /// waits whole in the link's FIFO queue, so the link serves such bursts one after the
-  /// other in arrival order, each at the full rate (what the lab's queues do with messages
-  /// below the bandwidth-delay product); longer messages are window-limited flows and share
-  /// the link max-min fairly. false: every message is a max-min fair flow.
-  bool fifo_bursts = true;
+  /// true: a WAN message whose bytes per connection fit in the window leaves in one burst
+  /// and waits whole in the link's FIFO queue, so the link serves such bursts one after the
+  /// other in arrival order, each at the full rate; longer messages are window-limited flows
+  /// and share the link max-min fairly. false (default): every message is a max-min fair
+  /// flow, bursts too. The lab's bursts do not keep to themselves: Linux paces each TCP
+  /// connection's window over its RTT (no fq needed), so bursts that meet at a link
+  /// interleave packet by packet and finish together, and pipelines do not fall into the
+  /// staggered, one-at-a-time order that whole bursts give them (bench/README.md,
+  /// "Simulator", "Bursts share the link").
+  bool fifo_bursts = false;
   /// The link's queue holds what the lab's does (the topology's `queue`, or 1.5 x the
   /// bandwidth-delay product at the run's rate): the part of a burst that finds it full is
   /// lost and sent again after a retransmission timeout (Linux: about SRTT + 200 ms; what
   /// is sent again comes back in slow start and is not lost again), and the message is
   /// delivered after its last part,
-  /// holding its connections until then. Only where the lab does not pace (policies without
-  /// exclusive windows: windowed runs pace every WAN connection at its share of the link).
-  /// false: an unlimited queue.
+  /// holding its connections until then. Only with fifo_bursts, and only where the lab does
+  /// not pace (policies without exclusive windows: windowed runs pace every WAN connection
+  /// at its share of the link). false: an unlimited queue.
   bool queue_overflow = true;
   /// How often the arbiter hears of the flows' progress (the lab samples every 5 ms).
   std::int64_t progress_period_ns = 5'000'000;
