@@ -132,33 +132,33 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
       given_up[i] = round == 1;  // refused by the controller: it will be again
       stop = !lab_running(lab.name);  // nothing more can run without the controller
     }
-    // With a prefill load, each variant's slowdown against its twin of this round (which ran
-    // before or after it), into the run's summary too.
+    // This round's runs (runs[i].back()) that finished: with a prefill load, the slowdown
+    // against the twin of this round (which ran before or after it), into the run's summary
+    // too; a variant's first finished run is its bench.json entry.
     for (std::size_t i = 0; i < variants.size(); ++i) {
       json& s = summaries[i];
-      if (!s.is_object() || !s.contains("prefill")) continue;
-      for (std::size_t j = 0; j < variants.size(); ++j)
-        if (variants[j].name == variants[i].name + bench::kTrainingOnlySuffix && summaries[j].is_object())
-          s["training_slowdown"] = bench::training_slowdown(s, runs[j].back());
-      const auto name = runs[i].back().at("folder").get<std::string>();
-      fmt::print("[round {}/{}] {}: training slowdown {}\n", round, rounds, variants[i].name,
-                 s.value("training_slowdown", json()).is_number()
-                     ? fmt::format("{:+.2f} % against {}{}", 100 * s["training_slowdown"].get<double>(),
-                                   variants[i].name, bench::kTrainingOnlySuffix)
-                     : std::string("n/a (its twin did not run)"));
-      if (s.contains("training_slowdown")) runs[i].back()["training_slowdown"] = s["training_slowdown"];
-      try {
-        write_text_file(out / name / "summary.json", s.dump(2) + "\n");
-      } catch (const std::exception& e) {
-        fmt::print(stderr, "wanlab: bench: {}\n", e.what());
-      }
-    }
-    for (std::size_t i = 0; i < variants.size(); ++i) {
-      if (!first[i].is_null() || !summaries[i].is_object()) continue;
+      if (!s.is_object()) continue;
       const auto& v = variants[i];
-      first[i] = {{"name", v.name},           {"policy", v.policy},
-                  {"connections", v.connections}, {"placement", v.placement},
-                  {"folder", runs[i].back().at("folder")}, {"summary", std::move(summaries[i])}};
+      const auto name = runs[i].back().at("folder").get<std::string>();
+      if (s.contains("prefill")) {
+        for (std::size_t j = 0; j < variants.size(); ++j)
+          if (variants[j].name == v.name + bench::kTrainingOnlySuffix && runs[j].back().is_object())
+            s["training_slowdown"] = bench::training_slowdown(s, runs[j].back());
+        fmt::print("[round {}/{}] {}: training slowdown {}\n", round, rounds, v.name,
+                   s.value("training_slowdown", json()).is_number()
+                       ? fmt::format("{:+.2f} % against {}{}", 100 * s["training_slowdown"].get<double>(), v.name,
+                                     bench::kTrainingOnlySuffix)
+                       : std::string("n/a (its twin did not run)"));
+        if (s.contains("training_slowdown")) runs[i].back()["training_slowdown"] = s["training_slowdown"];
+        try {
+          write_text_file(out / name / "summary.json", s.dump(2) + "\n");
+        } catch (const std::exception& e) {
+          fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+        }
+      }
+      if (!first[i].is_null()) continue;
+      first[i] = {{"name", v.name},           {"policy", v.policy}, {"connections", v.connections},
+                  {"placement", v.placement}, {"folder", name},     {"summary", std::move(s)}};
       if (v.training_only) first[i]["training_only"] = true;
     }
     if (stop || interrupted()) break;  // the later rounds are not listed one by one
