@@ -136,9 +136,12 @@ TEST_CASE("D pipelines sending S bytes at once over one link: fair vs atlas", "[
   auto [topo, s, bytes] = one_link_pipelines(D);
   for (auto& l : topo.links) l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 8));  // S / B = 1 s
 
-  // Transfers longer than a window: TCP flows that share the link (not bursts).
+  // Transfers longer than a window: TCP flows that share the link (not bursts). ACKs off:
+  // pipeline 0's gradients go back while the others' activations still go out, and their
+  // ACKs would take a little of the link (see the ACK test below).
   sim::SimOptions opt;
   opt.tcp_window_bytes = 1024;
+  opt.acks = false;
   std::map<std::string, std::vector<double>> arrived;
   for (const std::string policy : {"fair", "atlas"}) {
     s.policy = policy;
@@ -148,9 +151,12 @@ TEST_CASE("D pipelines sending S bytes at once over one link: fair vs atlas", "[
   // well (paced connections interleave in the queue): all in at D S / B. With fifo_bursts
   // the link's queue serves them whole, first come first served.
   s.policy = "fair";
-  arrived["fair-bursts"] = arrivals(s, sim::simulate(plan_of(s, topo)), D, 0.010);
+  sim::SimOptions shared;
+  shared.acks = false;
+  arrived["fair-bursts"] = arrivals(s, sim::simulate(plan_of(s, topo), shared), D, 0.010);
   sim::SimOptions fifo;
   fifo.fifo_bursts = true;
+  fifo.acks = false;
   arrived["fair-fifo-bursts"] = arrivals(s, sim::simulate(plan_of(s, topo), fifo), D, 0.010);
   for (int j = 0; j < D; ++j) {
     INFO("pipeline " << j);
@@ -178,6 +184,7 @@ TEST_CASE("FIFO bursts that find the link's queue full lose the rest and send it
     sim::SimOptions opt;
     opt.fifo_bursts = true;
     opt.queue_overflow = overflow;
+    opt.acks = false;  // the gradients' ACKs would take a little of the activations' link
     const auto r = sim::simulate(plan_of(s, topo), opt);
     if (overflow) {
       CHECK(r.stats.overflows == 3);
@@ -206,6 +213,36 @@ TEST_CASE("FIFO bursts that find the link's queue full lose the rest and send it
   opt.fifo_bursts = true;
   const auto r = sim::simulate(plan_of(s, topo), opt);
   CHECK(r.stats.overflows == 0);
+}
+
+TEST_CASE("a message's ACKs take their share of the reverse link", "[unit][sim]") {
+  // Two pipelines of 2 stages, one each way: replica 0's stage 0 in a and stage 1 in b,
+  // replica 1's the other way round. Both stage-0 GPUs send S at the same instant, S / B =
+  // 1 s on either link, no TCP ceiling. Each link then carries one message and the other's
+  // ACKs (kAckFraction f of its wire bytes, at f of its rate): the message gets (1 - f) B
+  // until those ACKs are done at 1 s, then the link, so it is in at (1 + f) S / B.
+  auto [topo, s, bytes] = one_link_pipelines(2);
+  s.placement = {{"a", "b"}, {"b", "a"}};
+  for (auto& l : topo.links) l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 8));  // S / B = 1 s
+  const auto plan = plan_of(s, topo);
+  std::map<bool, double> wire;  // over the WAN links, whole run
+  const auto run = [&](bool acks) {
+    sim::SimOptions opt;
+    opt.tcp_window_bytes = 0;
+    opt.acks = acks;
+    const auto r = sim::simulate(plan, opt);
+    for (const auto& l : r.wan) wire[acks] += l.wire_bytes;
+    return arrivals(s, r, 2, 0.010);
+  };
+  const auto with = run(true);
+  const auto without = run(false);
+  // Everything crosses the WAN here (the stage-0 replicas' all-reduce too): with ACKs, f more.
+  CHECK(wire[true] == Approx(wire[false] * (1 + sim::kAckFraction)).epsilon(1e-9));
+  for (int j = 0; j < 2; ++j) {
+    INFO("pipeline " << j);
+    CHECK(without[static_cast<std::size_t>(j)] == Approx(1).margin(1e-6));
+    CHECK(with[static_cast<std::size_t>(j)] == Approx(1 + sim::kAckFraction).margin(1e-6));
+  }
 }
 
 TEST_CASE("slow start: a message on a fresh connection takes log2(S / IW + 1) round trips", "[unit][sim]") {

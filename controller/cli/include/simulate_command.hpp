@@ -27,6 +27,7 @@ struct SimFlags {
   std::optional<std::string> tcp_window;  // "3MiB"
   bool slow_start = false;
   std::string bursts = "shared";  // shared, fifo
+  bool no_acks = false;
   std::string timeline = "auto";  // auto, full, per-stage, none
 };
 

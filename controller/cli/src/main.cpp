@@ -111,6 +111,9 @@ int main(int argc, char** argv) {
                     "(each leaves at once and the link serves them whole in arrival order, with the lab's queue "
                     "limit: what overflows is sent again after an RTO)")
         ->check(CLI::IsMember({"shared", "fifo"}));
+    cmd->add_flag("--no-acks", f.no_acks,
+                  "Simulator: ACKs take no capacity (default: each WAN flow's ACKs, one 66-byte frame per two "
+                  "segments, 2.2 % of its wire bytes, cross the reverse link at that fraction of its rate)");
     cmd->add_option("--timeline", f.timeline,
                     "Simulator: timeline.json with every GPU (full), one GPU per stage (per-stage) or none; auto "
                     "(default): full up to 256 GPUs, else per-stage")
@@ -149,9 +152,9 @@ int main(int argc, char** argv) {
   sim_cmd->footer(
       "What is modeled (bench/README.md, \"Simulator\"): compute from the scenario's FLOP model; each WAN message\n"
       "as one flow of `connections` TCP connections over its directed link, max-min fair, each connection below\n"
-      "--tcp-window / RTT, delivered one-way delay after its last byte, bursts within the windows too (with\n"
-      "--bursts fifo: queued whole at the link in arrival order, the part that finds the lab's queue full sent\n"
-      "again after an RTO, fair only); link rates following the topology's\n"
+      "--tcp-window / RTT, its ACKs on the reverse link, delivered one-way delay after its last byte, bursts\n"
+      "within the windows too (with --bursts fifo: queued whole at the link in arrival order, the part that finds\n"
+      "the lab's queue full sent again after an RTO, fair only); link rates following the topology's\n"
       "traces (rate steps only: delay, jitter and loss are not modeled); the arbiter's windows gating flows as\n"
       "in the lab; ring all-reduces inside a DC over each node's --lan-rate link. Exit status: 0 every variant\n"
       "ran, 1 one failed, 2 bad input.");

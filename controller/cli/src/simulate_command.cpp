@@ -57,6 +57,7 @@ json options_json(const sim::SimOptions& o, const workload::Scenario& s, const s
           {"tcp_window_bytes", o.tcp_window_bytes.value_or(workload::run_tcp_window(s))},
           {"slow_start", o.slow_start},
           {"bursts", o.fifo_bursts ? "fifo" : "shared"},
+          {"acks", o.acks},
           {"progress_period_ms", static_cast<double>(o.progress_period_ns) / 1e6},
           {"traces", o.traces.size()},
           {"timeline", timeline}};
@@ -82,6 +83,7 @@ sim::SimOptions parse_sim_flags(const SimFlags& f) {
   if (f.bursts != "shared" && f.bursts != "fifo")
     throw std::invalid_argument(fmt::format("--bursts {}: give shared or fifo", f.bursts));
   o.fifo_bursts = f.bursts == "fifo";
+  o.acks = !f.no_acks;
   if (f.timeline != "auto" && f.timeline != "full" && f.timeline != "per-stage" && f.timeline != "none")
     throw std::invalid_argument(fmt::format("--timeline {}: give auto, full, per-stage or none", f.timeline));
   return o;

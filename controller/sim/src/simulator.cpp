@@ -121,6 +121,7 @@ class Simulation {
   };
   struct FlowOwner {
     bool collective = false;
+    bool ack = false;  // the ACKs of a data flow (`link`: the reverse link they cross)
     std::uint32_t index = 0;
     std::size_t link = kNoLink;  // WAN link it crosses, for the totals
     double payload = 0;
@@ -148,6 +149,7 @@ class Simulation {
       const Nanos rtt = l.params.delay.count() + (back ? back->params.delay.count() : l.params.delay.count());
       const double rate = static_cast<double>(l.params.rate.bps) * sc_.scale;
       wan_.push_back(net_.add_link(rate));
+      reverse_.push_back(back ? static_cast<std::size_t>(back - topo.links.data()) : kNoLink);
       wan_delay_.push_back(l.params.delay.count());
       wan_rtt_.push_back(rtt);
       wan_ceiling_.push_back(window_ > 0 && rtt > 0
@@ -478,7 +480,21 @@ class Simulation {
       if (m.cwnd < window_) push(now + wan_rtt_[m.link], Ev::slow_start, id);
     }
     m.flow = net_.start(path, wire, weight, ceiling, now);
-    set_owner(m.flow, {false, id, m.link, m.payload});
+    set_owner(m.flow, {false, false, id, m.link, m.payload});
+    if (m.link != kNoLink) start_acks(m.link, wire, m.ceiling * weight, now);
+  }
+
+  // The ACKs of `wire` bytes of data on WAN link `link`, as a flow on the reverse link at
+  // kAckFraction of the data's rate (at most the forward link's rate, or `ceiling_bps`,
+  // the data's own ceiling over all its connections).
+  void start_acks(std::size_t link, double wire, double ceiling_bps, Nanos now) {
+    if (!opt_.acks || wire <= 0) return;
+    const auto back = reverse_[link];
+    if (back == kNoLink) return;
+    const double fwd = std::min(net_.link_rate(wan_[link]), ceiling_bps);
+    if (!(fwd > 0)) return;
+    const auto f = net_.start({wan_[back]}, wire * kAckFraction, 1, fwd * kAckFraction, now);
+    set_owner(f, {false, true, 0, back, 0});
   }
 
   // A burst reaches its link's queue: what the queue has no room for is lost and sent again
@@ -538,7 +554,8 @@ class Simulation {
     m.flow = net_.start(path ? *path : std::vector<FlowNetwork::LinkId>{wan_[m.link]}, bytes,
                         static_cast<double>(tp_) * k_, kUnlimited, now);
     burst_flow_[m.link] = m.flow;
-    set_owner(m.flow, {false, id, m.link, wire > 0 ? m.payload * bytes / wire : 0});
+    set_owner(m.flow, {false, false, id, m.link, wire > 0 ? m.payload * bytes / wire : 0});
+    start_acks(m.link, bytes, kUnlimited, now);
   }
 
   void set_owner(std::uint32_t flow, FlowOwner o) {
@@ -619,6 +636,7 @@ class Simulation {
       totals_[o.link].wire_bytes += net_.bytes(flow);
       totals_[o.link].payload_bytes += o.payload;
     }
+    if (o.ack) return;
     if (o.collective) {
       auto& c = collectives_[o.index];
       c.last_finish = std::max(c.last_finish, now);
@@ -717,7 +735,7 @@ class Simulation {
         if (!lan_limited_) continue;
         const auto f = net_.start({node_up_[a.node], node_down_[b.node]}, hop_payload * workload::kWireOverhead, tp_,
                                   kUnlimited, now);
-        set_owner(f, {true, ci, kNoLink, hop_payload});
+        set_owner(f, {true, false, ci, kNoLink, hop_payload});
       } else {
         const auto link = link_of_[a.dc][b.dc];
         if (link == kNoLink)
@@ -727,7 +745,8 @@ class Simulation {
         step_delay = std::max(step_delay, wan_delay_[link]);
         const auto f = net_.start({wan_[link]}, hop_payload * workload::kWireOverhead, static_cast<double>(tp_) * k_,
                                   wan_ceiling_[link], now);
-        set_owner(f, {true, ci, link, hop_payload});
+        set_owner(f, {true, false, ci, link, hop_payload});
+        start_acks(link, hop_payload * workload::kWireOverhead, wan_ceiling_[link] * static_cast<double>(tp_) * k_, now);
       }
       ++c.hops_left;
     }
@@ -838,6 +857,7 @@ class Simulation {
   std::vector<std::uint32_t> burst_flow_;      // per topology link: the burst on the link, or kNone
   std::vector<core::WanLink> wan_queue_link_;  // per topology link: its parameters, for its queue limit
   std::vector<Nanos> wan_delay_, wan_rtt_;
+  std::vector<std::size_t> reverse_;  // each WAN link's reverse link (kNoLink: none)
   std::vector<double> wan_ceiling_;
   std::vector<std::vector<std::size_t>> link_of_;
   bool lan_limited_ = false;

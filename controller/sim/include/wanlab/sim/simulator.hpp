@@ -64,6 +64,10 @@ struct LinkTrace {
   std::int64_t loop_ns = 0;  // > 0: the steps start over every loop_ns
 };
 
+/// Wire bytes of the ACKs a data flow sends back, per wire byte of data: one 66-byte frame
+/// per two 1514-byte frames.
+inline constexpr double kAckFraction = 66.0 / (2 * 1514.0);
+
 struct SimOptions {
   /// Each node's link to its DC's network, each direction (bit/s, applied as given, not
   /// scaled). nullopt: the topology's LAN rate x scale; 0 there means unlimited (the lab's
@@ -89,6 +93,13 @@ struct SimOptions {
   /// staggered, one-at-a-time order that whole bursts give them (bench/README.md,
   /// "Simulator", "Bursts share the link").
   bool fifo_bursts = false;
+  /// Every WAN data flow sends its ACKs back on the reverse link, as the lab's TCP does:
+  /// one 66-byte frame (Ethernet, IP, TCP with timestamps) per two full segments (Linux's
+  /// delayed ACK), kAckFraction of the data's wire bytes, at that fraction of the data's
+  /// rate. They take that much of the reverse link from whatever it carries (a window
+  /// there included); the lab's counters show them (bench/README.md, "ACKs on the
+  /// reverse link"). false: ACKs take no capacity.
+  bool acks = true;
   /// The link's queue holds what the lab's does (the topology's `queue`, or 1.5 x the
   /// bandwidth-delay product at the run's rate): the part of a burst that finds it full is
   /// lost and sent again after a retransmission timeout (Linux: about SRTT + 200 ms; what
