@@ -575,6 +575,18 @@ void Agent::handle(const nlohmann::json& m) {
           if (auto it = r->runners.find(slot); it != r->runners.end()) it->second->stop();
           auto rep = msg("report", run_id);
           rep["report"] = program::to_json(worker->report(std::chrono::seconds(30)));
+          // The worker's outgoing connections as TCP left them (congestion window, and the
+          // ssthresh where slow start ended): what the run's transfers had to work with.
+          auto tcp = nlohmann::json::array();
+          if (r->data)
+            for (const auto& t : r->data->tcp_states(worker->program().worker))
+              tcp.push_back({{"peer", t.dst},
+                             {"cwnd", t.cwnd},
+                             {"ssthresh", t.ssthresh >= kTcpInfiniteSsthresh ? nlohmann::json(nullptr) : nlohmann::json(t.ssthresh)},
+                             {"srtt_us", t.srtt_us},
+                             {"mss", t.mss},
+                             {"retransmits", t.total_retrans}});
+          rep["tcp"] = std::move(tcp);
           send_(rep);
         } catch (const Aborted&) {
         } catch (const std::exception& e) {

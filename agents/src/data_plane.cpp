@@ -428,6 +428,21 @@ void DataPlane::fail(const std::string& what) {
   cv_.notify_all();
 }
 
+std::vector<TcpState> DataPlane::tcp_states(int src) const {
+  std::vector<TcpState> out;
+  for (const auto& [pair, conns] : outgoing_) {
+    if (pair.first != src) continue;
+    for (const auto& c : conns) {
+      ::tcp_info info{};
+      socklen_t len = sizeof info;
+      if (::getsockopt(c->socket.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) continue;
+      out.push_back({pair.second, info.tcpi_snd_cwnd, info.tcpi_snd_ssthresh, info.tcpi_rtt, info.tcpi_snd_mss,
+                     info.tcpi_total_retrans});
+    }
+  }
+  return out;
+}
+
 void DataPlane::abort() {
   if (aborted_.exchange(true)) return;
   cv_.notify_all();

@@ -59,6 +59,18 @@ class Aborted : public std::runtime_error {
   Aborted() : std::runtime_error("run aborted") {}
 };
 
+/// One outgoing connection's TCP state (TCP_INFO), as the run's report carries it.
+struct TcpState {
+  int dst = -1;
+  std::uint32_t cwnd = 0;          // segments
+  std::uint32_t ssthresh = 0;      // segments; >= kTcpInfiniteSsthresh: never left slow start
+  std::uint32_t srtt_us = 0;       // smoothed RTT
+  std::uint32_t mss = 0;           // bytes per segment
+  std::uint32_t total_retrans = 0; // segments sent again over the connection's life
+};
+/// Linux's TCP_INFINITE_SSTHRESH: the ssthresh of a connection still in its first slow start.
+inline constexpr std::uint32_t kTcpInfiniteSsthresh = 0x7fffffff;
+
 class DataPlane {
  public:
   using SendDone = std::function<void()>;  // runs on the io thread
@@ -107,6 +119,9 @@ class DataPlane {
   void watch(int src, int dst, std::uint64_t tag, std::uint64_t bytes, Eta eta);
   /// Whether those bytes have all arrived already (wait() would not block).
   bool has(int src, int dst, std::uint64_t tag, std::uint64_t bytes) const;
+  /// TCP_INFO of every outgoing connection of local worker `src`, in connection order per
+  /// peer (call after connect(); connections that cannot be read are left out).
+  std::vector<TcpState> tcp_states(int src) const;
   /// Wakes every waiter with Aborted and closes the sockets.
   void abort();
   bool aborted() const { return aborted_.load(); }

@@ -16,6 +16,7 @@ constexpr auto integer = FieldType::integer;
 constexpr auto object = FieldType::object;
 constexpr auto number = FieldType::number;
 constexpr auto boolean = FieldType::boolean;
+constexpr auto array = FieldType::array;
 
 // One line per type, so a new type is one line (clang-format would fold them).
 // clang-format off
@@ -26,7 +27,7 @@ const std::vector<MessageSpec>& specs() {
     {"ready", Sender::agent, {req("run", str)}},
     {"connected", Sender::agent, {req("run", str)}},
     {"progress", Sender::agent, {req("run", str), req("worker", integer), req("iteration", integer)}},
-    {"report", Sender::agent, {req("run", str), req("report", object)}},
+    {"report", Sender::agent, {req("run", str), req("report", object), opt("tcp", array)}},
     {"failed", Sender::agent, {req("run", str), req("message", str)}},
     {"want", Sender::agent, {req("run", str), req("worker", integer), req("peer", integer), req("iteration", integer), req("tag", integer), req("bytes", integer)}},
     {"delivered", Sender::agent, {req("run", str), req("src", integer), req("dst", integer), req("iteration", integer), req("tag", integer), req("bytes", integer)}},

@@ -85,6 +85,17 @@ TEST_CASE("a two-DC run: bytes on the WAN are the scenario's, results are comple
     // bytes: the 32-byte stripe headers and retransmissions are the only difference.
     CHECK(std::abs(w.at("payload_bytes").get<double>() - expected) / expected < 0.02);
   }
+  // TCP as the senders left it: dp 2 x tp 4 senders per direction, 2 connections each,
+  // with a real cwnd and RTT.
+  REQUIRE(s.at("tcp").size() == 2);
+  for (const auto& t : s.at("tcp")) {
+    INFO(t.dump());
+    CHECK(t.at("connections") == 2 * 4 * 2);
+    CHECK(t.at("cwnd_segments").at("min").get<double>() >= 2);
+    CHECK(t.at("srtt_ms").at("p50").get<double>() >= 20);  // the WAN's RTT at least
+    CHECK(t.at("srtt_ms").at("p50").get<double>() < 1000);
+    CHECK(t.at("mss").get<double>() > 1000);
+  }
   CHECK(s.at("iteration_time_s").at("mean").get<double>() > 0.05);
   CHECK(s.at("gpu_utilization").at("per_gpu").size() == 16);
   CHECK(s.at("backend") == "userspace");

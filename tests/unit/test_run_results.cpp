@@ -285,3 +285,60 @@ TEST_CASE("results: the run folder", "[unit][run][results]") {
   std::error_code ec;
   fs::remove_all(dir.parent_path(), ec);
 }
+
+TEST_CASE("results: TCP state of the WAN connections", "[unit][run][results]") {
+  const auto plan = make_plan();
+  // Worker ids: stage 0 (use) and stage 1 (euw); find a WAN pair and a pair inside use.
+  int s0 = -1, s1 = -1, s0b = -1;
+  for (const auto& w : plan.workers) {
+    if (w.stage == 0 && s0 < 0) s0 = w.worker;
+    else if (w.stage == 0 && s0b < 0) s0b = w.worker;
+    if (w.stage == 1 && s1 < 0) s1 = w.worker;
+  }
+  REQUIRE((s0 >= 0 && s1 >= 0 && s0b >= 0));
+  const auto samples = tcp_samples_from_json(
+      s0, json::array({{{"peer", s1}, {"cwnd", 40}, {"ssthresh", 38}, {"srtt_us", 90000}, {"mss", 1448}, {"retransmits", 2}},
+                       {{"peer", s1}, {"cwnd", 80}, {"ssthresh", nullptr}, {"srtt_us", 85000}, {"mss", 1448}, {"retransmits", 0}},
+                       {{"peer", s1}, {"cwnd", 60}, {"ssthresh", 70}, {"srtt_us", 95000}, {"mss", 1448}, {"retransmits", 1}},
+                       {{"peer", s0b}, {"cwnd", 500}, {"ssthresh", nullptr}, {"srtt_us", 50}, {"mss", 1448}, {"retransmits", 9}}}));
+  REQUIRE(samples.size() == 4);
+  CHECK(samples[0].src == s0);
+  CHECK(samples[0].dst == s1);
+  CHECK(samples[0].ssthresh == std::optional<std::uint32_t>(38));
+  CHECK_FALSE(samples[1].ssthresh.has_value());
+
+  const auto t = tcp_summary(plan, samples);
+  REQUIRE(t.size() == 1);  // the connection inside use is not a WAN one
+  CHECK(t[0]["src"] == "use");
+  CHECK(t[0]["dst"] == "euw");
+  CHECK(t[0]["connections"] == 3);
+  CHECK(t[0]["cwnd_segments"] == json{{"min", 40.0}, {"p50", 60.0}, {"max", 80.0}});
+  CHECK(t[0]["ssthresh_segments"]["min"] == 38.0);
+  CHECK(t[0]["ssthresh_segments"]["max"] == 70.0);
+  CHECK(t[0]["ssthresh_segments"]["in_slow_start"] == 1);
+  CHECK(t[0]["srtt_ms"]["p50"] == Approx(90.0));
+  CHECK(t[0]["srtt_ms"]["max"] == Approx(95.0));
+  CHECK(t[0]["retransmitted_segments"] == 3);
+  CHECK(t[0]["mss"] == 1448.0);
+  CHECK(tcp_summary(plan, {}).empty());
+
+  // Bad entries name the entry and the field.
+  const auto refused = [&](const json& j, const std::string& what) {
+    try {
+      tcp_samples_from_json(s0, j);
+      FAIL("accepted " << j.dump());
+    } catch (const std::invalid_argument& e) {
+      CHECK(std::string(e.what()) == what);
+    }
+  };
+  refused(json::object(), "tcp: not an array");
+  refused(json::array({1}), "tcp[0]: not an object");
+  refused(json::array({{{"cwnd", 1}}}), "tcp[0].peer: not a worker");
+  refused(json::array({{{"peer", s1}, {"cwnd", -1}}}), "tcp[0].cwnd: not a count");
+  refused(json::array({{{"peer", s1}, {"cwnd", 10}, {"srtt_us", 1}, {"mss", 1}, {"retransmits", 0}}}),
+          "tcp[0].ssthresh: missing");
+  refused(json::array({{{"peer", s1}, {"cwnd", 10}, {"ssthresh", "x"}, {"srtt_us", 1}, {"mss", 1}, {"retransmits", 0}}}),
+          "tcp[0].ssthresh: not a count");
+  refused(json::array({{{"peer", s1}, {"cwnd", 10}, {"ssthresh", 5}, {"srtt_us", 1}, {"mss", 1}}}),
+          "tcp[0].retransmits: missing");
+}

@@ -36,6 +36,15 @@ void print_summary(const nlohmann::json& s, const fs::path& out) {
                w.value("src", "?"), w.value("dst", "?"), w.value("payload_bytes", 0.0) / 1e6,
                w.value("expected_payload_bytes", 0.0) / 1e6, 100 * w.value("utilization", 0.0));
   }
+  for (const auto& t : s.value("tcp", nlohmann::json::array())) {
+    const auto& c = t.at("cwnd_segments");
+    const auto& ss = t.at("ssthresh_segments");
+    fmt::print("  TCP {:>4} -> {:<4} {} connections: cwnd p50 {} (min {}), ssthresh p50 {} ({} still in slow start), {} "
+               "segments sent again\n",
+               t.value("src", "?"), t.value("dst", "?"), t.value("connections", 0), c.value("p50", 0.0),
+               c.value("min", 0.0), ss.contains("p50") ? fmt::format("{}", ss.value("p50", 0.0)) : std::string("-"),
+               ss.value("in_slow_start", 0), t.value("retransmitted_segments", 0));
+  }
   fmt::print("  results in {}/ (summary.json, timeline.json: open in https://ui.perfetto.dev, links.csv)\n",
              out.string());
 }

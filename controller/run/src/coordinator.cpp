@@ -220,6 +220,13 @@ std::vector<Outgoing> RunCoordinator::message(const std::string& node, const nlo
     if (static_cast<int>(r.iterations.size()) != plan_.scenario.iterations)
       return fail(fmt::format("worker {} reported {} iterations of {}", r.worker, r.iterations.size(),
                               plan_.scenario.iterations));
+    if (const auto t = m.find("tcp"); t != m.end() && !reported_[static_cast<std::size_t>(r.worker)]) {
+      try {
+        for (auto& s : tcp_samples_from_json(r.worker, *t)) tcp_.push_back(s);
+      } catch (const std::exception& e) {
+        return fail(fmt::format("node {} sent an unreadable report for worker {}: {}", node, r.worker, e.what()));
+      }
+    }
     const auto i = static_cast<std::size_t>(r.worker);
     progress_[i] = plan_.scenario.iterations - 1;
     reports_[i] = std::move(r);

@@ -1,15 +1,98 @@
 #include "wanlab/run/results.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "wanlab/workload/metrics.hpp"
 
 namespace wanlab::run {
+
+std::vector<TcpSample> tcp_samples_from_json(int src, const nlohmann::json& j) {
+  if (!j.is_array()) throw std::invalid_argument("tcp: not an array");
+  std::vector<TcpSample> out;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const auto& e = j[i];
+    const auto where = [&](const char* field) { return fmt::format("tcp[{}].{}", i, field); };
+    if (!e.is_object()) throw std::invalid_argument(fmt::format("tcp[{}]: not an object", i));
+    const auto count = [&](const char* field) -> std::uint32_t {
+      const auto it = e.find(field);
+      if (it == e.end()) throw std::invalid_argument(where(field) + ": missing");
+      if (!it->is_number_integer() || (!it->is_number_unsigned() && it->get<std::int64_t>() < 0) ||
+          (it->is_number_unsigned() && it->get<std::uint64_t>() > 0xffffffffULL) ||
+          (!it->is_number_unsigned() && it->get<std::int64_t>() > 0xffffffffLL))
+        throw std::invalid_argument(where(field) + ": not a count");
+      return static_cast<std::uint32_t>(it->get<std::int64_t>());
+    };
+    TcpSample t;
+    t.src = src;
+    const auto peer = e.find("peer");
+    if (peer == e.end() || !peer->is_number_integer()) throw std::invalid_argument(where("peer") + ": not a worker");
+    t.dst = peer->get<int>();
+    t.cwnd = count("cwnd");
+    if (const auto ss = e.find("ssthresh"); ss == e.end())
+      throw std::invalid_argument(where("ssthresh") + ": missing");
+    else if (!ss->is_null())
+      t.ssthresh = count("ssthresh");
+    t.srtt_us = count("srtt_us");
+    t.mss = count("mss");
+    t.retransmits = count("retransmits");
+    out.push_back(t);
+  }
+  return out;
+}
+
+nlohmann::json tcp_summary(const workload::Plan& plan, const std::vector<TcpSample>& samples) {
+  struct Acc {
+    std::vector<double> cwnd, ssthresh, srtt_ms, mss;
+    std::uint64_t retransmits = 0;
+    int in_slow_start = 0;
+  };
+  std::map<std::pair<std::size_t, std::size_t>, Acc> by_link;
+  const auto n = plan.workers.size();
+  for (const auto& t : samples) {
+    if (t.src < 0 || t.dst < 0 || static_cast<std::size_t>(t.src) >= n || static_cast<std::size_t>(t.dst) >= n) continue;
+    const auto a = plan.workers[static_cast<std::size_t>(t.src)].dc;
+    const auto b = plan.workers[static_cast<std::size_t>(t.dst)].dc;
+    if (a == b) continue;
+    auto& acc = by_link[{a, b}];
+    acc.cwnd.push_back(t.cwnd);
+    if (t.ssthresh)
+      acc.ssthresh.push_back(*t.ssthresh);
+    else
+      ++acc.in_slow_start;
+    acc.srtt_ms.push_back(t.srtt_us / 1e3);
+    acc.mss.push_back(t.mss);
+    acc.retransmits += t.retransmits;
+  }
+  const auto stats = [](std::vector<double> v) {
+    if (v.empty()) return nlohmann::json(nullptr);
+    std::sort(v.begin(), v.end());
+    return nlohmann::json{{"min", v.front()}, {"p50", v[v.size() / 2]}, {"max", v.back()}};
+  };
+  auto out = nlohmann::json::array();
+  for (const auto& [link, acc] : by_link) {
+    auto ss = stats(acc.ssthresh);
+    if (ss.is_null()) ss = nlohmann::json::object();
+    ss["in_slow_start"] = acc.in_slow_start;
+    auto rtt = stats(acc.srtt_ms);
+    rtt.erase("min");
+    out.push_back({{"src", plan.topology.dcs.at(link.first).name},
+                   {"dst", plan.topology.dcs.at(link.second).name},
+                   {"connections", acc.cwnd.size()},
+                   {"cwnd_segments", stats(acc.cwnd)},
+                   {"ssthresh_segments", ss},
+                   {"srtt_ms", rtt},
+                   {"retransmitted_segments", acc.retransmits},
+                   {"mss", stats(acc.mss).at("p50")}});
+  }
+  return out;
+}
 
 nlohmann::json make_summary(const workload::Plan& plan, const core::Topology& topo,
                             const std::vector<program::WorkerReport>& reports, const std::vector<LinkSample>& samples,

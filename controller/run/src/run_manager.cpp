@@ -407,6 +407,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
         for (const auto& l : lab.topology().links)
           meta.rate_bps.push_back(static_cast<std::uint64_t>(static_cast<double>(l.params.rate.bps) * a->scenario.scale));
         auto summary = make_summary(co.plan(), lab.topology(), co.reports(), a->samples, meta);
+        summary["tcp"] = tcp_summary(co.plan(), co.tcp());
         if (const auto* pf = co.prefill()) {
           const auto& w = summary.at("window_s");
           summary["prefill"] = pf->summary(static_cast<std::int64_t>(w.at("start").get<double>() * 1e9),

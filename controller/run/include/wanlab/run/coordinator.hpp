@@ -21,6 +21,7 @@
 
 #include "wanlab/common/program.hpp"
 #include "wanlab/core/topology.hpp"
+#include "wanlab/run/results.hpp"
 #include "wanlab/run/prefill_service.hpp"
 #include "wanlab/workload/plan.hpp"
 
@@ -77,6 +78,8 @@ class RunCoordinator {
   /// Lowest iteration every worker has finished, +1 (0..iterations).
   int iterations_done() const;
   const std::vector<program::WorkerReport>& reports() const { return reports_; }
+  /// The data connections' TCP state at the end, from the reports that carried it.
+  const std::vector<TcpSample>& tcp() const { return tcp_; }
   const workload::Plan& plan() const { return plan_; }
   /// The `assign` message of one node (what its agent runs).
   nlohmann::json assignment(const std::string& node) const;
@@ -107,6 +110,7 @@ class RunCoordinator {
   std::vector<int> progress_;
   std::vector<bool> reported_;
   std::vector<program::WorkerReport> reports_;
+  std::vector<TcpSample> tcp_;
   std::optional<std::int64_t> start_unix_ns_;
   std::optional<PrefillService> prefill_;
 };

@@ -3,6 +3,7 @@
 // the WAN counters sampled while it ran. Pure apart from write_run_folder().
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,27 @@ struct LinkSample {
   std::uint64_t drops = 0;
   std::uint64_t queued_packets = 0;
 };
+
+/// One data connection's TCP state at the end of the run, as its sending agent read it
+/// (TCP_INFO; protocol `report` `tcp`).
+struct TcpSample {
+  int src = -1, dst = -1;  // workers
+  std::uint32_t cwnd = 0;  // segments
+  std::optional<std::uint32_t> ssthresh;  // segments; none: still in its first slow start
+  std::uint32_t srtt_us = 0;
+  std::uint32_t mss = 0;
+  std::uint32_t retransmits = 0;
+};
+
+/// Reads a report's `tcp` array for worker `src`; throws std::invalid_argument naming the
+/// entry and field at fault.
+std::vector<TcpSample> tcp_samples_from_json(int src, const nlohmann::json& j);
+
+/// summary.json `tcp`: per directed WAN link that has connections, their congestion windows
+/// and ssthresh (segments: min, p50, max; `in_slow_start`: connections that never left it),
+/// smoothed RTT (ms: p50, max), segments sent again (sum) and the MSS (p50). Connections
+/// inside a DC are left out.
+nlohmann::json tcp_summary(const workload::Plan& plan, const std::vector<TcpSample>& samples);
 
 struct RunMeta {
   std::string run_id;
