@@ -23,9 +23,8 @@ std::vector<TcpSample> tcp_samples_from_json(int src, const nlohmann::json& j) {
     const auto count = [&](const char* field) -> std::uint32_t {
       const auto it = e.find(field);
       if (it == e.end()) throw std::invalid_argument(where(field) + ": missing");
-      if (!it->is_number_integer() || (!it->is_number_unsigned() && it->get<std::int64_t>() < 0) ||
-          (it->is_number_unsigned() && it->get<std::uint64_t>() > 0xffffffffULL) ||
-          (!it->is_number_unsigned() && it->get<std::int64_t>() > 0xffffffffLL))
+      // (an unsigned value past INT64_MAX reads as negative here)
+      if (!it->is_number_integer() || it->get<std::int64_t>() < 0 || it->get<std::int64_t>() > 0xffffffffLL)
         throw std::invalid_argument(where(field) + ": not a count");
       return static_cast<std::uint32_t>(it->get<std::int64_t>());
     };
