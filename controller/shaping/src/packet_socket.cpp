@@ -163,6 +163,13 @@ bool PacketSocket::send(const std::uint8_t* frame, std::uint32_t len) {
   return true;
 }
 
+std::uint64_t PacketSocket::rx_ring_dropped() {
+  tpacket_stats st{};
+  socklen_t len = sizeof st;
+  if (::getsockopt(fd_, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0) rx_dropped_ += st.tp_drops;
+  return rx_dropped_;
+}
+
 void PacketSocket::flush() {
   if (tx_pending_ == 0) return;
   ::send(fd_, nullptr, 0, MSG_DONTWAIT);

@@ -115,7 +115,9 @@ std::vector<std::pair<std::string, std::uint64_t>> UserspaceShaper::stats() cons
       {"rx_frames", s.rx_frames},         {"forwarded", s.forwarded},   {"not_for_wan", s.not_for_wan},
       {"unroutable", s.unroutable},       {"truncated", s.truncated},   {"ttl_expired", s.ttl_expired},
       {"gso_frames", s.gso_frames},       {"gso_split", s.gso_split},
-      {"pool_exhausted", s.pool_exhausted}, {"tx_ring_full", s.tx_ring_full}, {"sleeps", s.wakeups}};
+      {"pool_exhausted", s.pool_exhausted}, {"tx_ring_full", s.tx_ring_full},
+      {"rx_ring_dropped", s.rx_ring_dropped}, {"rx_big_ring_dropped", s.rx_big_ring_dropped},
+      {"sleeps", s.wakeups}};
   // Flow gating, once the arbiter has used it.
   if (s.gated_flows > 0 || s.gate_dropped > 0)
     out.insert(out.end(), {{"gated_flows", s.gated_flows},

@@ -75,6 +75,10 @@ struct EngineStats {
   std::uint64_t ttl_expired = 0;
   std::uint64_t pool_exhausted = 0;
   std::uint64_t tx_ring_full = 0;
+  // Dropped by the kernel because an RX ring was full (the engine read too late): MTU-sized
+  // frames' rings, super-frames' rings.
+  std::uint64_t rx_ring_dropped = 0;
+  std::uint64_t rx_big_ring_dropped = 0;
   std::uint64_t wakeups = 0;
   // Flow gating, all links together.
   std::uint64_t gated_flows = 0;    // declared now

@@ -66,6 +66,9 @@ class PacketSocket {
   /// Asks the kernel to transmit what was queued with send().
   void flush();
   std::uint64_t tx_ring_full() const { return tx_full_; }
+  /// Frames the kernel dropped because the RX ring was full, since the socket opened
+  /// (PACKET_STATISTICS; reading resets the kernel's count, so this keeps the sum).
+  std::uint64_t rx_ring_dropped();
 
  private:
   struct Frame;
@@ -84,6 +87,7 @@ class PacketSocket {
   std::uint32_t max_frame_ = 0;
   std::uint32_t tx_pending_ = 0;
   std::uint64_t tx_full_ = 0;
+  std::uint64_t rx_dropped_ = 0;
 };
 
 }  // namespace wanlab::shaping
