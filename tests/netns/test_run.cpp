@@ -98,6 +98,12 @@ TEST_CASE("a two-DC run: bytes on the WAN are the scenario's, results are comple
     CHECK(t.at("mss").get<double>() > 1000);
   }
   CHECK(s.at("iteration_time_s").at("mean").get<double>() > 0.05);
+  // The machine's CPU during the run, the hypervisor's steal among it.
+  REQUIRE(s.contains("host_cpu"));
+  CHECK(s.at("host_cpu").at("busy_fraction").get<double>() > 0);
+  CHECK(s.at("host_cpu").at("busy_fraction").get<double>() <= 1);
+  CHECK(s.at("host_cpu").at("steal_fraction").get<double>() >= 0);
+  CHECK(s.at("host_cpu").at("steal_fraction").get<double>() < 1);
   CHECK(s.at("gpu_utilization").at("per_gpu").size() == 16);
   CHECK(s.at("backend") == "userspace");
   CHECK(s.at("scale") == 0.1);

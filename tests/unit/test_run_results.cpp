@@ -342,3 +342,25 @@ TEST_CASE("results: TCP state of the WAN connections", "[unit][run][results]") {
   refused(json::array({{{"peer", s1}, {"cwnd", 10}, {"ssthresh", 5}, {"srtt_us", 1}, {"mss", 1}}}),
           "tcp[0].retransmits: missing");
 }
+
+TEST_CASE("results: the host's CPU time, steal included, between two readings of /proc/stat",
+          "[unit][run][results]") {
+  // user nice system idle iowait irq softirq steal guest guest_nice
+  const auto a = parse_proc_stat("cpu  100 0 50 800 10 0 20 20 0 0\ncpu0 50 0 25 400 5 0 10 10 0 0\n");
+  CHECK(a.busy == 170);
+  CHECK(a.steal == 20);
+  CHECK(a.total == 1000);
+  const auto b = parse_proc_stat("cpu  400 0 150 1170 10 0 50 220 0 0\n");
+  const auto j = host_cpu_json(a, b);
+  // 1000 ticks passed: 430 busy, 200 stolen.
+  CHECK(j.at("busy_fraction").get<double>() == Approx(0.43));
+  CHECK(j.at("steal_fraction").get<double>() == Approx(0.20));
+  // No time passed: zeros, not a division by zero.
+  CHECK(host_cpu_json(a, a).at("steal_fraction").get<double>() == 0.0);
+  CHECK_THROWS_WITH(parse_proc_stat("intr 1 2 3\n"), Catch::Contains("not the 'cpu' line"));
+  CHECK_THROWS_WITH(parse_proc_stat("cpu 1 2 3\n"), Catch::Contains("3 fields, expected at least 8"));
+  // This machine's own: readable, and consistent.
+  const auto here = read_host_cpu();
+  REQUIRE(here.has_value());
+  CHECK(here->total >= here->busy + here->steal);
+}

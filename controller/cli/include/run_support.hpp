@@ -17,6 +17,12 @@ namespace wanlab::cli {
 /// Local time as YYYYMMDD-HHMMSS, for default result folders.
 std::string timestamp();
 
+// Above this share of the machine's CPU time taken by the hypervisor during a run (summary
+// `host_cpu.steal_fraction`), `run` and `bench` say that its timings are the host's as much
+// as the lab's: on this project's 2-core VM a quiet host gives under 1 %, and runs under
+// 10-20 % took 30-130 % longer (bench/README.md).
+constexpr double kStealWarning = 0.02;
+
 /// Writes `text` to `file` (replacing it); throws std::runtime_error with the reason.
 void write_text_file(const std::filesystem::path& file, const std::string& text);
 

@@ -102,9 +102,12 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
         const auto num = [&](const char* pointer) { return bench::number(s, pointer).value_or(0.0); };
         fmt::print(
             "{}: iteration time {:.3f} s (p99 {:.3f} s), GPU utilization {:.1f} %, bubble {:.1f} %, WAN "
-            "utilization {:.1f} %\n",
+            "utilization {:.1f} %{}\n",
             tag, num("/iteration_time_s/mean"), num("/iteration_time_s/p99"), 100 * num("/gpu_utilization/mean"),
-            100 * num("/bubble_fraction"), 100 * bench::wan_utilization(s));
+            100 * num("/bubble_fraction"), 100 * bench::wan_utilization(s),
+            s.contains("host_cpu") ? fmt::format(", hypervisor steal {:.1f} %{}", 100 * num("/host_cpu/steal_fraction"),
+                                                 num("/host_cpu/steal_fraction") > kStealWarning ? " (timings the host's as much as the lab's)" : "")
+                                   : std::string());
         if (s.contains("prefill"))
           fmt::print("{}: prefill {} of {} requests done, TTFT p50 {:.3f} s p99 {:.3f} s, {} deadline misses, {} "
                      "preemptions\n",

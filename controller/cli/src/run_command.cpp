@@ -45,6 +45,11 @@ void print_summary(const nlohmann::json& s, const fs::path& out) {
                c.value("min", 0.0), ss.contains("p50") ? fmt::format("{}", ss.value("p50", 0.0)) : std::string("-"),
                ss.value("in_slow_start", 0), t.value("retransmitted_segments", 0));
   }
+  if (s.contains("host_cpu")) {
+    const double steal = s["host_cpu"].value("steal_fraction", 0.0);
+    fmt::print("  host CPU busy {:.1f} %, hypervisor steal {:.1f} %{}\n", 100 * s["host_cpu"].value("busy_fraction", 0.0),
+               100 * steal, steal > kStealWarning ? ": the host took CPU time from this run, its timings are the host's as much as the lab's" : "");
+  }
   fmt::print("  results in {}/ (summary.json, timeline.json: open in https://ui.perfetto.dev, links.csv)\n",
              out.string());
 }

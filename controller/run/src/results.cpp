@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -180,6 +181,40 @@ void write_run_folder(const std::filesystem::path& dir, const nlohmann::json& su
   write_file(dir / "timeline.json", timeline.dump() + "\n");
   write_file(dir / "links.csv", csv);
   write_file(dir / "scenario.json", scenario.dump(2) + "\n");
+}
+
+HostCpu parse_proc_stat(const std::string& text) {
+  std::istringstream in(text);
+  std::string label;
+  in >> label;
+  if (label != "cpu") throw std::invalid_argument("/proc/stat: the first line is not the 'cpu' line");
+  std::uint64_t f[8];
+  for (int i = 0; i < 8; ++i)
+    if (!(in >> f[i]))
+      throw std::invalid_argument(fmt::format("/proc/stat: the 'cpu' line has {} fields, expected at least 8", i));
+  // user nice system idle iowait irq softirq steal
+  HostCpu c;
+  c.busy = f[0] + f[1] + f[2] + f[5] + f[6];
+  c.steal = f[7];
+  c.total = c.busy + f[3] + f[4] + c.steal;
+  return c;
+}
+
+std::optional<HostCpu> read_host_cpu() {
+  std::ifstream in("/proc/stat");
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  try {
+    return parse_proc_stat(line);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+nlohmann::json host_cpu_json(const HostCpu& from, const HostCpu& to) {
+  const double total = to.total > from.total ? static_cast<double>(to.total - from.total) : 0.0;
+  const auto share = [&](std::uint64_t a, std::uint64_t b) { return total > 0 && b >= a ? static_cast<double>(b - a) / total : 0.0; };
+  return {{"busy_fraction", share(from.busy, to.busy)}, {"steal_fraction", share(from.steal, to.steal)}};
 }
 
 }  // namespace wanlab::run

@@ -127,6 +127,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     std::unique_ptr<RunWindows> windows;
     bool gated = false;
     std::int64_t start_steady_ns = 0;  // the run's common start on the steady clock
+    std::optional<HostCpu> cpu_at_start;  // the machine's CPU time then
   };
 
   boost::asio::io_context& ioc;
@@ -327,6 +328,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count();
         a.start_steady_ns = steady_ns() + (*start - now_unix);
+        a.cpu_at_start = read_host_cpu();
       }
       if (a.windows) {
         // Gates close now that the data connections are up (their handshakes passed) and
@@ -408,6 +410,8 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
           meta.rate_bps.push_back(static_cast<std::uint64_t>(static_cast<double>(l.params.rate.bps) * a->scenario.scale));
         auto summary = make_summary(co.plan(), lab.topology(), co.reports(), a->samples, meta);
         summary["tcp"] = tcp_summary(co.plan(), co.tcp());
+        if (const auto now = read_host_cpu(); now && a->cpu_at_start)
+          summary["host_cpu"] = host_cpu_json(*a->cpu_at_start, *now);
         if (const auto* pf = co.prefill()) {
           const auto& w = summary.at("window_s");
           summary["prefill"] = pf->summary(static_cast<std::int64_t>(w.at("start").get<double>() * 1e9),

@@ -46,6 +46,22 @@ std::vector<TcpSample> tcp_samples_from_json(int src, const nlohmann::json& j);
 /// inside a DC are left out.
 nlohmann::json tcp_summary(const workload::Plan& plan, const std::vector<TcpSample>& samples);
 
+/// The machine's CPU time, all CPUs together, from the first line of /proc/stat (ticks).
+struct HostCpu {
+  std::uint64_t busy = 0;   // user, nice, system, irq, softirq
+  std::uint64_t steal = 0;  // taken by the hypervisor for other guests
+  std::uint64_t total = 0;  // the above, idle and iowait
+};
+/// Parses /proc/stat's text; throws std::invalid_argument when its `cpu` line is missing or
+/// short.
+HostCpu parse_proc_stat(const std::string& text);
+/// Reads /proc/stat; nullopt where it cannot be read.
+std::optional<HostCpu> read_host_cpu();
+/// summary.json `host_cpu` between two readings: busy and steal as fractions of all CPU time.
+/// A run's timings on a VM whose hypervisor took more than a percent or two are the host's
+/// as much as the lab's (README, Tests).
+nlohmann::json host_cpu_json(const HostCpu& from, const HostCpu& to);
+
 struct RunMeta {
   std::string run_id;
   std::string lab;
