@@ -129,6 +129,17 @@ TEST_CASE("bench --repeat with a prefill load: every round runs on the lab's fre
   const auto& with = bench.at("variants")[1];
   CHECK(with.at("name") == "fair-k2");
   for (const auto& v : bench.at("variants")) CHECK(v.at("repeat").at("iteration_time_s").at("runs") == 2);
+  // Each run's steal, and every attempt's (at most three: --max-steal's default, 5 %, runs
+  // one again when a cloud VM's hypervisor took more).
+  for (const auto& v : bench.at("variants"))
+    for (const auto& run_entry : v.at("runs")) {
+      const auto& attempts = run_entry.at("attempts");
+      REQUIRE(!attempts.empty());
+      CHECK(attempts.size() <= 3);
+      for (const auto& f : attempts) CHECK((f.get<double>() >= 0 && f.get<double>() < 1));
+      CHECK(run_entry.at("steal_fraction") == attempts.back());
+      for (std::size_t k = 0; k + 1 < attempts.size(); ++k) CHECK(attempts[k].get<double>() > 0.05);
+    }
   // The slowdown over the rounds, each against its twin.
   const auto& slowdown = with.at("repeat").at("training_slowdown");
   CHECK(slowdown.at("pairs") == 2);

@@ -25,6 +25,7 @@ struct BenchArgs {
   bool plots_only = false;
   std::string mode = "lab";  // lab, simulate, both
   int repeat = 1;            // lab runs per variant, in rounds
+  double max_steal = 5;      // percent of CPU time; a run under more steal runs again (0: never)
   SimFlags sim;
 };
 int cmd_bench(const BenchArgs& a);

@@ -96,7 +96,21 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
           continue;
         }
       }
-      const auto outcome = run_on_lab(lab.name, request, scen, a.quiet);
+      // A run during which the hypervisor took more than --max-steal of the CPU measured the
+      // host as much as the lab: run it again, at most twice, and keep the last.
+      constexpr int kAttempts = 3;
+      auto outcome = run_on_lab(lab.name, request, scen, a.quiet);
+      json stolen = json::array();  // the steal of every attempt
+      for (int attempt = 1; outcome.rc == 0 && !interrupted(); ++attempt) {
+        const double steal = bench::number(outcome.summary, "/host_cpu/steal_fraction").value_or(0.0);
+        stolen.push_back(steal);
+        if (a.max_steal <= 0 || 100 * steal <= a.max_steal || attempt == kAttempts) break;
+        fmt::print("{}: hypervisor steal {:.1f} % over --max-steal {:g} %: run again (attempt {} of {})\n", tag,
+                   100 * steal, a.max_steal, attempt + 1, kAttempts);
+        std::fflush(stdout);
+        fs::remove(folder / "summary.json", ec);
+        outcome = run_on_lab(lab.name, request, scen, a.quiet);
+      }
       if (outcome.rc == 0) {
         json s = outcome.summary;
         const auto num = [&](const char* pointer) { return bench::number(s, pointer).value_or(0.0); };
@@ -119,7 +133,9 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
                            {"iteration_time_s", s.value("iteration_time_s", json())},
                            {"gpu_utilization", s.value("gpu_utilization", json())},
                            {"bubble_fraction", s.value("bubble_fraction", json())},
-                           {"wan_utilization", bench::wan_utilization(s)}});
+                           {"wan_utilization", bench::wan_utilization(s)},
+                           {"steal_fraction", stolen.empty() ? json() : stolen.back()},
+                           {"attempts", stolen}});
         summaries[i] = std::move(s);
         continue;
       }

@@ -94,6 +94,12 @@ int main(int argc, char** argv) {
                         "The simulator is deterministic: with --mode both it runs once and is compared to the lab's "
                         "mean over the runs")
       ->check(CLI::Range(1, 100));
+  bench_cmd->add_option("--max-steal", bench.max_steal,
+                        "Percent of the machine's CPU time (default 5): a lab run during which the hypervisor took more "
+                        "(summary.json host_cpu.steal_fraction: a cloud VM's other guests) runs again, at most twice, and "
+                        "the last attempt counts; each run's summary keeps its steal, and with --repeat bench.json's "
+                        "runs[].attempts keeps every attempt's. 0: never again")
+      ->check(CLI::Range(0.0, 100.0));
   const auto add_sim_flags = [](CLI::App* cmd, SimFlags& f) {
     cmd->add_option("--lan-rate", f.lan_rate,
                     "Simulator: each node's link to its DC's network, each direction, e.g. 10Gbit (default: the "
