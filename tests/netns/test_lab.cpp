@@ -154,13 +154,14 @@ TEST_CASE("link set changes the rate of a running TCP connection in place", "[ne
     CHECK(set.code == 0);
     INFO(r.error);
     REQUIRE(r.code == 0);  // the connection survived the change
-    REQUIRE(r.interval_bps.size() >= 10);
+    test::Expect e;
+    // iperf3 reports fewer intervals when its process was kept off the CPU.
+    if (!e(r.interval_bps.size() >= 10, std::to_string(r.interval_bps.size()) + " intervals, expected 10")) return e;
     // Seconds 2-4 at 100 Mbit/s, seconds 7-9 at 30 Mbit/s (one second of margin each side of
     // the change at 5 s; the first two seconds hold slow start, whose second one dipped to
     // 88.7 Mbit/s in one run here). iperf3 counts bytes when its process reads them, so a
     // stall of that process on a busy machine moves bytes from one interval into the next:
     // the mean over each window within 5 %, each second within 10 %.
-    test::Expect e;
     auto check_window = [&](std::initializer_list<int> seconds, double rate) {
       const double expected = rate * kGoodputShare;
       double sum = 0;
@@ -205,23 +206,30 @@ TEST_CASE("link set --loss-burst: Gilbert-Elliott loss at its stationary mean ov
   const shaping::LossModel ge{Probability{20'000'000}, Probability{250'000'000}, {}, Probability{500'000'000}};
   const double expected = ge.mean();
   CHECK(expected == Approx(0.5 * 0.02 / 0.27));
-  REQUIRE(run(exec(lab, "euw-0", "iperf3 -s -D -1")).code == 0);
-  std::this_thread::sleep_for(300ms);
-  // 20 Mbit/s of 500-byte datagrams for 5 s: 25,000 of them, far below what the receiver
-  // takes, so every loss is the link's.
-  const auto out = run(exec(lab, "use-0", "iperf3 -u -J -c 198.18.4.2 -b 20M -l 500 -t 5"));
-  REQUIRE(out.code == 0);
-  const auto j = nlohmann::json::parse(out.out);
-  const double sent = j["end"]["sum"]["packets"].get<double>();
-  const double lost = j["end"]["sum"]["lost_percent"].get<double>() / 100;
-  WARN("bursty loss: " << sent << " datagrams, receiver lost " << 100 * lost << " % (stationary mean "
-                       << 100 * expected << " %)");
-  CHECK(sent >= 20'000);
-  // Bursts make the count vary more than independent losses (0.23 points over 25,000
-  // datagrams, against a binomial 0.12): 4 sigma fails a correct link with probability 6e-5.
-  const double sigma = ge.sd_of_mean(static_cast<std::uint64_t>(sent));
-  INFO("1 sigma " << 100 * sigma << " points");
-  CHECK(std::abs(lost - expected) <= 4 * sigma);
+  // A receiver kept off the CPU by the hypervisor loses datagrams from its socket buffer
+  // too (12.9 % lost under 50 % steal in one CI run): judged by the steal.
+  test::measure_on_quiet_host("bursty loss", [&] {
+    REQUIRE(run(exec(lab, "euw-0", "iperf3 -s -D -1")).code == 0);
+    std::this_thread::sleep_for(300ms);
+    // 20 Mbit/s of 500-byte datagrams for 5 s: 25,000 of them, far below what the receiver
+    // takes, so every loss is the link's.
+    const auto out = run(exec(lab, "use-0", "iperf3 -u -J -c 198.18.4.2 -b 20M -l 500 -t 5"));
+    REQUIRE(out.code == 0);
+    const auto j = nlohmann::json::parse(out.out);
+    const double sent = j["end"]["sum"]["packets"].get<double>();
+    const double lost = j["end"]["sum"]["lost_percent"].get<double>() / 100;
+    WARN("bursty loss: " << sent << " datagrams, receiver lost " << 100 * lost << " % (stationary mean "
+                         << 100 * expected << " %)");
+    test::Expect e;
+    e(sent >= 20'000, "sent " + std::to_string(sent) + " datagrams, expected at least 20,000");
+    // Bursts make the count vary more than independent losses (0.23 points over 25,000
+    // datagrams, against a binomial 0.12): 4 sigma fails a correct link with probability 6e-5.
+    const double sigma = ge.sd_of_mean(static_cast<std::uint64_t>(sent));
+    e(std::abs(lost - expected) <= 4 * sigma, "lost " + std::to_string(100 * lost) + " %, expected " +
+                                                  std::to_string(100 * expected) + " % within 4 sigma (" +
+                                                  std::to_string(400 * sigma) + " points)");
+    return e;
+  });
   const auto s = nlohmann::json::parse(run(test::wanlab() + " status " + lab + " --json").out);
   for (const auto& l : s["links"]) {
     if (l["src"] != "use") {

@@ -165,9 +165,10 @@ TEST_CASE("rate steps 50 -> 10 -> 30 Mbit/s: iperf3 follows each within 10% from
     const auto r = iperf(lab, 9);
     INFO(r.error);
     REQUIRE(r.code == 0);
-    REQUIRE(r.interval_bps.size() >= 17);
+    test::Expect e;  // iperf3 reports fewer intervals when its process was kept off the CPU
+    if (!e(r.interval_bps.size() >= 17, std::to_string(r.interval_bps.size()) + " intervals, expected 17")) return e;
     const auto o = offset(t0, t1, t2, kToolStart);
-    test::Expect e;
+
 
     struct StepWindow {
       double from, to, bps;
@@ -178,7 +179,7 @@ TEST_CASE("rate steps 50 -> 10 -> 30 Mbit/s: iperf3 follows each within 10% from
       const double expected = s.bps * kGoodputShare;
       const auto idx = intervals_within(o, 0.5, r.interval_bps.size(), s.from, s.to);
       INFO("step to " << s.bps / 1e6 << " Mbit/s, replay offset of iperf3 in [" << o.min << ", " << o.max << "] s");
-      CHECK(idx.size() >= 3);
+      e(idx.size() >= 3, std::to_string(idx.size()) + " intervals within the step, expected 3");
       report += "\n  " + mbit(s.bps) + " Mbit/s step (expected goodput " + mbit(expected) + "):";
       for (auto i : idx) report += " " + mbit(r.interval_bps[i]);
       check_goodput(e, r.interval_bps, idx, expected, 0.10);
@@ -243,8 +244,9 @@ TEST_CASE("a delay step named by the topology shows in ping RTTs within 0.5 ms",
                  std::count_if(v.begin(), v.end(), [&](double x) { return std::abs(x - target) <= 0.5; })) /
              static_cast<double>(v.size());
     };
-    REQUIRE(before.size() >= 10);
-    REQUIRE(after.size() >= 10);
+    test::Expect e;
+    if (!e(before.size() >= 10, std::to_string(before.size()) + " replies before the step, expected 10")) return e;
+    if (!e(after.size() >= 10, std::to_string(after.size()) + " replies after the step, expected 10")) return e;
     const auto min_before = *std::min_element(before.begin(), before.end());
     const auto min_after = *std::min_element(after.begin(), after.end());
     std::fprintf(stderr,
@@ -252,7 +254,7 @@ TEST_CASE("a delay step named by the topology shows in ping RTTs within 0.5 ms",
                  "min %.3f / %.3f ms; within 0.5 ms: %.0f%% / %.0f%% of %zu / %zu probes\n",
                  median(before), median(after), min_before, min_after, 100 * share_within(before, 4.0),
                  100 * share_within(after, 14.0), before.size(), after.size());
-    test::Expect e;
+
     e(std::abs(median(before) - 4.0) <= 0.5, "median RTT before the step " + std::to_string(median(before)) + " ms, expected 4 +- 0.5");
     e(std::abs(median(after) - 14.0) <= 0.5, "median RTT after the step " + std::to_string(median(after)) + " ms, expected 14 +- 0.5");
     // Every probe carries the delay: none comes back early.
@@ -277,15 +279,16 @@ TEST_CASE("an outage (rate 0 for 2.5 s) stalls a TCP flow, which then recovers",
     const auto r = iperf(lab, 9);
     INFO(r.error);
     REQUIRE(r.code == 0);  // the connection survived the outage
-    REQUIRE(r.interval_bps.size() >= 17);
+    test::Expect e;
+    if (!e(r.interval_bps.size() >= 17, std::to_string(r.interval_bps.size()) + " intervals, expected 17")) return e;
     const auto o = offset(t0, t1, t2, kToolStart);
     const double expected = 50e6 * kGoodputShare;
-    test::Expect e;
+
 
     const auto before = intervals_within(o, 0.5, r.interval_bps.size(), 0.5, 2.0);
     const auto during = intervals_within(o, 0.5, r.interval_bps.size(), 2.0, 4.5);
-    REQUIRE(!before.empty());
-    REQUIRE(during.size() >= 3);
+    if (!e(!before.empty(), "no interval before the outage")) return e;
+    if (!e(during.size() >= 3, std::to_string(during.size()) + " intervals during the outage, expected 3")) return e;
     std::string report = "replay outage (" + backend + "), Mbit/s per 0.5 s interval:";
     for (std::size_t i = 0; i < r.interval_bps.size(); ++i) report += " " + mbit(r.interval_bps[i]);
     check_goodput(e, r.interval_bps, before, expected, 0.10);

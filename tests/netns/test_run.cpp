@@ -257,17 +257,28 @@ TEST_CASE("a run with a prefill load: prefills fill the bubbles, never overlap t
                     {"scale", 0.01}};
   std::ofstream(scen) << doc.dump(2);
   const auto out = tmp("wlpf-out");
-  const auto s = run_scenario(scen, out);
-  const auto& p = s.at("prefill");
-  INFO(p.dump());
-  const int requests = p.at("requests").get<int>();
-  REQUIRE(requests > 100);
-  CHECK(p.at("completed").get<int>() > 0.8 * requests);
-  CHECK(p.at("kv_delivered") == p.at("completed"));  // every KV cache reached its decode node
-  CHECK(p.at("placed").get<int>() + p.at("queued_at_end").get<int>() + p.at("expired").get<int>() == requests);
-  CHECK(p.at("ttft_s").at("p50").get<double>() < 1.0);
-  // Training waits for at most a layer at a time.
-  CHECK(p.at("training_wait_s_per_iteration").at("max").get<double>() < 0.05);
+  nlohmann::json s;
+  // How many requests finish, how soon, and how long training waits are timings: judged by
+  // the hypervisor's steal during the run.
+  test::measure_on_quiet_host("prefill run", [&] {
+    s = run_scenario(scen, out);
+    const auto& p = s.at("prefill");
+    INFO(p.dump());
+    const int requests = p.at("requests").get<int>();
+    REQUIRE(requests > 100);
+    CHECK(p.at("kv_delivered") == p.at("completed"));  // every KV cache reached its decode node
+    CHECK(p.at("placed").get<int>() + p.at("queued_at_end").get<int>() + p.at("expired").get<int>() == requests);
+    test::Expect e;
+    e(p.at("completed").get<int>() > 0.8 * requests,
+      std::to_string(p.at("completed").get<int>()) + " of " + std::to_string(requests) + " completed, expected 80 %");
+    e(p.at("ttft_s").at("p50").get<double>() < 1.0,
+      "TTFT p50 " + std::to_string(p.at("ttft_s").at("p50").get<double>()) + " s, expected under 1");
+    // Training waits for at most a layer at a time.
+    e(p.at("training_wait_s_per_iteration").at("max").get<double>() < 0.05,
+      "training waited " + std::to_string(p.at("training_wait_s_per_iteration").at("max").get<double>()) +
+          " s per iteration, expected under 0.05");
+    return e;
+  });
   // Prefill counts in GPU utilization, not in training's bubble fraction.
   CHECK(s.at("gpu_utilization").at("mean").get<double>() > 1 - s.at("bubble_fraction").get<double>() + 0.02);
   CHECK(s.at("training_slowdown").is_null());  // needs the run without the load (bench)
