@@ -27,6 +27,12 @@
 # Where Docker cannot run (not root, no apt-get to install it, dockerd does not start, no
 # base image can be made) it prints "SKIPPED: <reason>" and exits 77, which ctest reports
 # as skipped. Once the lab is being built, every problem is a failure.
+#
+# The ping and iperf3 figures are judged by the hypervisor's steal they ran under (the
+# netns tiers' rule, tests/support/quiet_host.hpp): figures off with steal at or below 1 %
+# of the CPU fail; figures off under more steal are measured again, up to 3 times, 10 s
+# apart; if every attempt ran under steal, a "not judged" warning with each attempt's
+# steal and figures.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +44,7 @@ while (($#)); do
     --build-dir) build_dir=$2; shift 2 ;;
     --build-dir=*) build_dir=${1#*=}; shift ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "docker: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -60,6 +66,30 @@ step_done() {
 skip() { echo "SKIPPED: $*"; exit 77; }
 fail() { echo "docker: FAILED: $*" >&2; exit 1; }
 measured() { echo "MEASURED: $*"; }
+
+# The host's CPU time so far, from the first line of /proc/stat: "TOTAL STEAL" in ticks
+# (user nice system idle iowait irq softirq steal; guest time is inside user and nice).
+cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9; exit }' /proc/stat; }
+
+# on_quiet_host WHAT CHECK: runs CHECK, which prints its MEASURED lines and returns 0 when
+# its figures hold, and judges it by the hypervisor's steal during it (see the header).
+# Sets `judged` to "checked" or "NOT JUDGED (hypervisor steal)".
+on_quiet_host() {
+  local what=$1 check=$2 attempt rc before after steal
+  for attempt in 1 2 3; do
+    before=$(cpu_ticks)
+    if "$check"; then rc=0; else rc=1; fi
+    after=$(cpu_ticks)
+    steal=$(awk -v a="$before" -v b="$after" 'BEGIN { split(a, x, " "); split(b, y, " ")
+      t = y[1] - x[1]; printf "%.2f", (t > 0 ? 100 * (y[2] - x[2]) / t : 0) }')
+    echo "docker: $what: attempt $attempt, hypervisor steal $steal %, figures $( ((rc == 0)) && echo hold || echo off)"
+    ((rc == 0)) && { judged="checked"; return 0; }
+    awk -v s="$steal" 'BEGIN { exit !(s > 1) }' || fail "$what: figures off on a quiet host (steal $steal %)"
+    ((attempt < 3)) && sleep 10
+  done
+  echo "docker: WARNING: $what: not judged: all 3 attempts ran under hypervisor steal above 1 % of the CPU and their figures were off (above)" >&2
+  judged="NOT JUDGED (hypervisor steal)"
+}
 
 build_dir=$(cd "$build_dir" 2>/dev/null && pwd) || fail "no build folder $build_dir"
 wanlab_bin=$build_dir/controller/wanlab
@@ -219,33 +249,36 @@ step_done "lab $lab up: controller and $node_count node containers, all agents c
 dcs=($(jq -r '.dcs[].name' "$repo/$topology"))
 ip_of() { jq -r --arg n "$1" '.dcs[] | .nodes[] | select(.name == $n) | .address' "$work/status.json"; }
 "${docker[@]}" exec "$lab-controller" wanlab status "$lab" --json >"$work/status.json"
-bad=0
-for ((a = 0; a < ${#dcs[@]}; a++)); do
-  for ((b = a + 1; b < ${#dcs[@]}; b++)); do
-    from=${dcs[a]} to=${dcs[b]}
-    rtt=$(jq -r --arg a "$from" --arg b "$to" \
-      '[.links[] | select(.src == $a and .dst == $b or .src == $b and .dst == $a) | .delay] | join(" ")' "$work/status.json")
-    [[ -n $rtt ]] || continue
-    configured=$(awk -v d="$rtt" 'BEGIN { n = split(d, x, " "); s = 0; for (i = 1; i <= n; i++) { v = x[i]; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v); s += (u == "us" ? v / 1000 : u == "s" ? v * 1000 : v) } printf "%.3f", s }')
-    out=$("${docker[@]}" exec "$lab-$from-0" ping -n -q -c 20 -i 0.1 -W 2 "$(ip_of "$to-0")" 2>&1) || true
-    line=$(grep -o 'rtt [^=]*= [0-9./]*' <<<"$out" | awk '{ print $4 }')
-    if [[ -z $line ]]; then
-      echo "$out"
-      echo "docker: ping $from-0 -> $to-0 got no replies"
-      bad=1
-      continue
-    fi
-    IFS=/ read -r min avg max _ <<<"$line"
-    verdict=$(awk -v c="$configured" -v mn="$min" -v av="$avg" -v mx="$max" 'BEGIN {
-      tol = 0.05 * c; if (tol < 2) tol = 2
-      ok = mn >= c - 0.05 && av <= c + tol && mx <= c + 2 * tol
-      printf "%s (tolerance +%.2f ms)", ok ? "ok" : "OUT OF TOLERANCE", tol }')
-    measured "ping $from-0 -> $to-0: configured RTT $configured ms, measured min $min avg $avg max $max ms: $verdict"
-    [[ $verdict == ok* ]] || bad=1
+check_ping() {
+  local a b from to rtt configured out line min avg max verdict bad=0
+  for ((a = 0; a < ${#dcs[@]}; a++)); do
+    for ((b = a + 1; b < ${#dcs[@]}; b++)); do
+      from=${dcs[a]} to=${dcs[b]}
+      rtt=$(jq -r --arg a "$from" --arg b "$to" \
+        '[.links[] | select(.src == $a and .dst == $b or .src == $b and .dst == $a) | .delay] | join(" ")' "$work/status.json")
+      [[ -n $rtt ]] || continue
+      configured=$(awk -v d="$rtt" 'BEGIN { n = split(d, x, " "); s = 0; for (i = 1; i <= n; i++) { v = x[i]; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v); s += (u == "us" ? v / 1000 : u == "s" ? v * 1000 : v) } printf "%.3f", s }')
+      out=$("${docker[@]}" exec "$lab-$from-0" ping -n -q -c 20 -i 0.1 -W 2 "$(ip_of "$to-0")" 2>&1) || true
+      line=$(grep -o 'rtt [^=]*= [0-9./]*' <<<"$out" | awk '{ print $4 }')
+      if [[ -z $line ]]; then
+        echo "$out"
+        echo "docker: ping $from-0 -> $to-0 got no replies"
+        bad=1
+        continue
+      fi
+      IFS=/ read -r min avg max _ <<<"$line"
+      verdict=$(awk -v c="$configured" -v mn="$min" -v av="$avg" -v mx="$max" 'BEGIN {
+        tol = 0.05 * c; if (tol < 2) tol = 2
+        ok = mn >= c - 0.05 && av <= c + tol && mx <= c + 2 * tol
+        printf "%s (tolerance +%.2f ms)", ok ? "ok" : "OUT OF TOLERANCE", tol }')
+      measured "ping $from-0 -> $to-0: configured RTT $configured ms, measured min $min avg $avg max $max ms: $verdict"
+      [[ $verdict == ok* ]] || bad=1
+    done
   done
-done
-((bad == 0)) || fail "ping RTTs do not match the topology"
-step_done "ping RTTs match the topology"
+  return "$bad"
+}
+on_quiet_host "ping RTTs against the topology" check_ping
+step_done "ping RTTs against the topology: $judged"
 
 # ---- iperf3: rate ----
 
@@ -253,19 +286,23 @@ src=${dcs[0]} dst=${dcs[1]}
 configured_rate=$(jq -r --arg a "$src" --arg b "$dst" '.links[] | select(.src == $a and .dst == $b) | .rate' "$work/status.json")
 test_rate=100Mbit
 "${docker[@]}" exec "$lab-controller" wanlab link set "$src" "$dst" --rate "$test_rate" >/dev/null
-"${docker[@]}" exec -d "$lab-$dst-0" iperf3 -s -1 -J -p 5201
-sleep 0.5
-"${docker[@]}" exec "$lab-$src-0" iperf3 -c "$(ip_of "$dst-0")" -p 5201 -t 8 -C cubic -J --get-server-output \
-  >"$work/iperf3.json" || { cat "$work/iperf3.json"; fail "iperf3 $src-0 -> $dst-0 failed"; }
+check_iperf3() {
+  local goodput verdict
+  "${docker[@]}" exec -d "$lab-$dst-0" iperf3 -s -1 -J -p 5201
+  sleep 0.5
+  "${docker[@]}" exec "$lab-$src-0" iperf3 -c "$(ip_of "$dst-0")" -p 5201 -t 8 -C cubic -J --get-server-output \
+    >"$work/iperf3.json" || { cat "$work/iperf3.json"; fail "iperf3 $src-0 -> $dst-0 failed"; }
+  # The receiver's goodput from second 2 on (TCP has left slow start by then at this RTT).
+  goodput=$(jq '[.server_output_json.intervals[] | .sum | select(.start >= 2 and (.end - .start) > 0.9)]
+                | (map(.bytes) | add) * 8 / (map(.end - .start) | add)' "$work/iperf3.json")
+  verdict=$(awk -v g="$goodput" 'BEGIN { e = 100e6 * 1448 / 1514; d = (g - e) / e; if (d < 0) d = -d
+    printf "%s (expected %.1f Mbit/s, off by %.1f %%)", d < 0.05 ? "ok" : "OUT OF TOLERANCE", e / 1e6, d * 100 }')
+  measured "iperf3 $src-0 -> $dst-0 at $test_rate: goodput $(awk -v g="$goodput" 'BEGIN { printf "%.1f", g / 1e6 }') Mbit/s: $verdict"
+  [[ $verdict == ok* ]]
+}
+on_quiet_host "iperf3 goodput against the link rate" check_iperf3
 "${docker[@]}" exec "$lab-controller" wanlab link set "$src" "$dst" --rate "$configured_rate" >/dev/null
-# The receiver's goodput from second 2 on (TCP has left slow start by then at this RTT).
-goodput=$(jq '[.server_output_json.intervals[] | .sum | select(.start >= 2 and (.end - .start) > 0.9)]
-              | (map(.bytes) | add) * 8 / (map(.end - .start) | add)' "$work/iperf3.json")
-verdict=$(awk -v g="$goodput" 'BEGIN { e = 100e6 * 1448 / 1514; d = (g - e) / e; if (d < 0) d = -d
-  printf "%s (expected %.1f Mbit/s, off by %.1f %%)", d < 0.05 ? "ok" : "OUT OF TOLERANCE", e / 1e6, d * 100 }')
-measured "iperf3 $src-0 -> $dst-0 at $test_rate: goodput $(awk -v g="$goodput" 'BEGIN { printf "%.1f", g / 1e6 }') Mbit/s: $verdict"
-[[ $verdict == ok* ]] || fail "iperf3 goodput does not match the link rate"
-step_done "iperf3 goodput matches the link rate"
+step_done "iperf3 goodput against the link rate: $judged"
 
 # ---- a short scenario ----
 
@@ -276,16 +313,18 @@ if ! "${docker[@]}" exec "$lab-controller" wanlab run "$scenario" --out bench-re
 fi
 summary=$results/smoke/summary.json
 [[ -s $summary ]] || fail "the run left no summary in the mounted results folder ($summary)"
-iterations=$(jq '.iteration_time_s.per_iteration // .iterations // [] | length' "$summary")
+iterations=$(jq '.iteration_time_s.per_iteration // [] | length' "$summary")
+want_iterations=$(jq '.iterations' "$repo/$scenario")
 mean=$(jq '.iteration_time_s.mean' "$summary")
 util=$(jq '.gpu_utilization.mean' "$summary")
-measured "scenario $(jq -r .run "$summary") ($(jq -r .backend "$summary") backend): iteration time mean $(awk -v m="$mean" 'BEGIN { printf "%.3f", m }') s, GPU utilization $(awk -v u="$util" 'BEGIN { printf "%.1f", 100 * u }') %, $(jq '.gpu_utilization.per_gpu | length' "$summary") GPUs"
+measured "scenario $(jq -r .run "$summary") ($(jq -r .backend "$summary") backend): $iterations iterations, iteration time mean $(awk -v m="$mean" 'BEGIN { printf "%.3f", m }') s, GPU utilization $(awk -v u="$util" 'BEGIN { printf "%.1f", 100 * u }') %, $(jq '.gpu_utilization.per_gpu | length' "$summary") GPUs"
 wan_bad=$(jq -r '.wan[] | select(.expected_payload_bytes > 0 or .payload_bytes > 0)
   | "\(.src) \(.dst) \(.payload_bytes) \(.expected_payload_bytes)"' "$summary" | while read -r s d got want; do
     ok=$(awk -v g="$got" -v w="$want" 'BEGIN { d = (g - w) / w; if (d < 0) d = -d; print (w > 0 && d < 0.02) ? 1 : 0 }')
     echo "MEASURED: scenario WAN $s -> $d: $(awk -v g="$got" 'BEGIN { printf "%.1f", g / 1e6 }') MB, scenario $(awk -v w="$want" 'BEGIN { printf "%.1f", w / 1e6 }') MB" >&2
     ((ok)) || echo "$s->$d"
   done)
+((iterations == want_iterations)) || fail "the summary has $iterations iteration times, the scenario runs $want_iterations"
 awk -v m="$mean" 'BEGIN { exit !(m > 0) }' || fail "the summary has no iteration time"
 [[ -z $wan_bad ]] || fail "WAN bytes off the scenario's by 2 % or more on: $wan_bad"
 step_done "scenario $scenario ran; its summary checks out"
