@@ -364,3 +364,44 @@ TEST_CASE("results: the host's CPU time, steal included, between two readings of
   REQUIRE(here.has_value());
   CHECK(here->total >= here->busy + here->steal);
 }
+
+TEST_CASE("results: the userspace engine's CPU and release lateness over a run, from two readings of its counters",
+          "[unit][run][results]") {
+  const BackendCounters a{{"rx_frames", 5},
+                          {"cpu_us", 1'000'000},
+                          {"releases", 1000},
+                          {"release_late_ns_total", 5'000'000},
+                          {"released_late_over_100us", 10},
+                          {"released_late_over_1ms", 1},
+                          {"rx_ring_dropped", 0},
+                          {"rx_big_ring_dropped", 3},
+                          {"tx_ring_full", 0},
+                          {"sleeps", 100}};
+  BackendCounters b = a;
+  for (auto& [k, v] : b) {
+    if (k == "cpu_us") v += 1'500'000;                // 1.5 s of CPU in 3 s
+    if (k == "releases") v += 4000;                   // 4000 packets
+    if (k == "release_late_ns_total") v += 80'000'000; // 20 µs each on average
+    if (k == "released_late_over_100us") v += 40;
+    if (k == "released_late_over_1ms") v += 4;
+    if (k == "rx_big_ring_dropped") v += 7;
+    if (k == "sleeps") v += 900;
+  }
+  const auto j = engine_json(a, b, 3.0);
+  REQUIRE(j.is_object());
+  CHECK(j.at("cpu_fraction_of_a_core").get<double>() == Approx(0.5));
+  CHECK(j.at("releases").get<double>() == 4000);
+  CHECK(j.at("release_late_mean_us").get<double>() == Approx(20.0));
+  CHECK(j.at("released_late_over_100us_fraction").get<double>() == Approx(0.01));
+  CHECK(j.at("released_late_over_1ms_fraction").get<double>() == Approx(0.001));
+  CHECK(j.at("rx_big_ring_dropped").get<double>() == 7);
+  CHECK(j.at("rx_ring_dropped").get<double>() == 0);
+  CHECK(j.at("sleeps").get<double>() == 900);
+  // Nothing released, no time: zeros, not divisions by zero.
+  const auto idle = engine_json(a, a, 0.0);
+  CHECK(idle.at("release_late_mean_us").get<double>() == 0.0);
+  CHECK(idle.at("cpu_fraction_of_a_core").get<double>() == 0.0);
+  // No engine (the kernel backend's counters lack these): no block.
+  CHECK(engine_json({}, {}, 3.0).is_null());
+  CHECK(engine_json({{"rx_frames", 1}}, {{"rx_frames", 2}}, 3.0).is_null());
+}

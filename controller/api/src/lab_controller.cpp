@@ -256,6 +256,12 @@ std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> LabCont
   return out;
 }
 
+std::vector<std::pair<std::string, std::uint64_t>> LabController::backend_counters() {
+  std::lock_guard lock(mutex_);
+  if (torn_down_ || !shaper_) return {};
+  return shaper_->stats();
+}
+
 bool LabController::gates_flows() const {
   std::lock_guard lock(mutex_);
   return !torn_down_ && shaper_ && shaper_->gates_flows();

@@ -50,6 +50,14 @@ void print_summary(const nlohmann::json& s, const fs::path& out) {
     fmt::print("  host CPU busy {:.1f} %, hypervisor steal {:.1f} %{}\n", 100 * s["host_cpu"].value("busy_fraction", 0.0),
                100 * steal, steal > kStealWarning ? ": the host took CPU time from this run, its timings are the host's as much as the lab's" : "");
   }
+  if (s.contains("engine") && s["engine"].is_object()) {
+    const auto& e = s["engine"];
+    fmt::print("  userspace engine {:.0f} % of a core, {:.0f} packets released {:.1f} µs late on average ({:.2f} % over "
+               "100 µs), {:.0f} frames lost in its RX rings\n",
+               100 * e.value("cpu_fraction_of_a_core", 0.0), e.value("releases", 0.0), e.value("release_late_mean_us", 0.0),
+               100 * e.value("released_late_over_100us_fraction", 0.0),
+               e.value("rx_ring_dropped", 0.0) + e.value("rx_big_ring_dropped", 0.0));
+  }
   fmt::print("  results in {}/ (summary.json, timeline.json: open in https://ui.perfetto.dev, links.csv)\n",
              out.string());
 }

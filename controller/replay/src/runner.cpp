@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "wanlab/common/thread.hpp"
+
 namespace wanlab::replay {
 namespace {
 
@@ -135,7 +137,7 @@ ReplayThread::ReplayThread(Trace trace, ApplyStep apply, std::function<void()> o
     : replayer_(std::move(trace), std::move(apply), clock_) {
   thread_ = std::thread([this, done = std::move(on_done), options] {
     ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    ::pthread_setname_np(::pthread_self(), "wanlab-replay");
+    name_this_thread("wanlab-replay");
     std::string sched = "normal";
     if (options.realtime_priority > 0) {
       sched_param sp{};

@@ -217,4 +217,32 @@ nlohmann::json host_cpu_json(const HostCpu& from, const HostCpu& to) {
   return {{"busy_fraction", share(from.busy, to.busy)}, {"steal_fraction", share(from.steal, to.steal)}};
 }
 
+nlohmann::json engine_json(const BackendCounters& from, const BackendCounters& to, double seconds) {
+  const auto value = [](const BackendCounters& c, std::string_view name) -> std::optional<std::uint64_t> {
+    for (const auto& [k, v] : c)
+      if (k == name) return v;
+    return std::nullopt;
+  };
+  // Each counter only grows; a missing one (no engine, an older one) leaves the block out.
+  std::map<std::string_view, double> d;
+  for (const std::string_view name : {"cpu_us", "releases", "release_late_ns_total", "released_late_over_100us",
+                                      "released_late_over_1ms", "rx_ring_dropped", "rx_big_ring_dropped",
+                                      "tx_ring_full", "sleeps"}) {
+    const auto a = value(from, name), b = value(to, name);
+    if (!a || !b) return nullptr;
+    d[name] = *b >= *a ? static_cast<double>(*b - *a) : 0.0;
+  }
+  const double releases = d["releases"];
+  const auto per_release = [&](double x) { return releases > 0 ? x / releases : 0.0; };
+  return {{"cpu_fraction_of_a_core", seconds > 0 ? d["cpu_us"] / 1e6 / seconds : 0.0},
+          {"releases", d["releases"]},
+          {"release_late_mean_us", per_release(d["release_late_ns_total"]) / 1e3},
+          {"released_late_over_100us_fraction", per_release(d["released_late_over_100us"])},
+          {"released_late_over_1ms_fraction", per_release(d["released_late_over_1ms"])},
+          {"sleeps", d["sleeps"]},
+          {"rx_ring_dropped", d["rx_ring_dropped"]},
+          {"rx_big_ring_dropped", d["rx_big_ring_dropped"]},
+          {"tx_ring_full", d["tx_ring_full"]}};
+}
+
 }  // namespace wanlab::run

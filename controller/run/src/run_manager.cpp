@@ -128,6 +128,8 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     bool gated = false;
     std::int64_t start_steady_ns = 0;  // the run's common start on the steady clock
     std::optional<HostCpu> cpu_at_start;  // the machine's CPU time then
+    BackendCounters engine_at_start;      // the userspace engine's counters then
+    std::int64_t engine_at_start_ns = 0;  // steady clock
   };
 
   boost::asio::io_context& ioc;
@@ -329,6 +331,8 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
                                   .count();
         a.start_steady_ns = steady_ns() + (*start - now_unix);
         a.cpu_at_start = read_host_cpu();
+        a.engine_at_start = lab.backend_counters();
+        a.engine_at_start_ns = steady_ns();
       }
       if (a.windows) {
         // Gates close now that the data connections are up (their handshakes passed) and
@@ -412,6 +416,11 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
         summary["tcp"] = tcp_summary(co.plan(), co.tcp());
         if (const auto now = read_host_cpu(); now && a->cpu_at_start)
           summary["host_cpu"] = host_cpu_json(*a->cpu_at_start, *now);
+        if (!a->engine_at_start.empty())
+          if (auto e = engine_json(a->engine_at_start, lab.backend_counters(),
+                                   static_cast<double>(steady_ns() - a->engine_at_start_ns) / 1e9);
+              !e.is_null())
+            summary["engine"] = std::move(e);
         if (const auto* pf = co.prefill()) {
           const auto& w = summary.at("window_s");
           summary["prefill"] = pf->summary(static_cast<std::int64_t>(w.at("start").get<double>() * 1e9),

@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 
+#include "wanlab/common/thread.hpp"
 #include "wanlab/shaping/flow_gate.hpp"
 #include "wanlab/shaping/gso.hpp"
 
@@ -620,7 +621,19 @@ struct Engine::Impl {
     for (const auto& s : sockets) stats.rx_ring_dropped += s->rx_ring_dropped();
     stats.rx_big_ring_dropped = 0;
     for (const auto& s : big_sockets) stats.rx_big_ring_dropped += s->rx_ring_dropped();
+    timespec cpu{};
+    if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+      stats.cpu_us = static_cast<std::uint64_t>(cpu.tv_sec) * 1'000'000 + static_cast<std::uint64_t>(cpu.tv_nsec) / 1000;
     published_stats = stats;
+  }
+
+  void note_release(Nanos late) {
+    const auto l = static_cast<std::uint64_t>(std::max<Nanos>(late, 0));
+    stats.releases++;
+    stats.release_late_ns_total += l;
+    stats.release_late_ns_max = std::max(stats.release_late_ns_max, l);
+    if (l > 100'000) stats.released_late_over_100us++;
+    if (l > 1'000'000) stats.released_late_over_1ms++;
   }
 
   // Drains a port's two sockets (at most kRxBudget frames) in the order the frames
@@ -651,12 +664,11 @@ struct Engine::Impl {
 
   void run() {
     ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    ::pthread_setname_np(::pthread_self(), "wanlab-engine");
-    // Linux's nice is per thread: this one only.
-    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kEngineNice) != 0)
+    name_this_thread("wanlab-engine");
+    if (const auto why = set_this_thread_nice(kEngineNice); !why.empty())
       spdlog::warn("userspace engine: cannot raise its priority to nice {} ({}); on a busy machine its RX rings "
                    "may overflow (backend_counters.rx_ring_dropped)",
-                   kEngineNice, std::strerror(errno));
+                   kEngineNice, why);
     const std::size_t nports = sockets.size();
     std::vector<pollfd> fds(2 * nports + 1);
     for (std::size_t i = 0; i < nports; ++i) {
@@ -698,7 +710,11 @@ struct Engine::Impl {
         FlowGates* g = gates[id].get();
         if (g && g->draining()) feed(*g, m, now);  // room the serializer freed
         const std::size_t dst = cfg.links[id].dst;
-        while (auto slot = m.release(now)) {
+        for (;;) {
+          const Nanos due = m.next_release();
+          const auto slot = m.release(now);
+          if (!slot) break;
+          note_release(now - due);
           const SlotMeta meta = pool->meta(*slot);
           m.counters().payload_bytes_out += l4_payload(pool->frame(*slot), meta.len);
           if (g) {

@@ -117,7 +117,12 @@ std::vector<std::pair<std::string, std::uint64_t>> UserspaceShaper::stats() cons
       {"gso_frames", s.gso_frames},       {"gso_split", s.gso_split},
       {"pool_exhausted", s.pool_exhausted}, {"tx_ring_full", s.tx_ring_full},
       {"rx_ring_dropped", s.rx_ring_dropped}, {"rx_big_ring_dropped", s.rx_big_ring_dropped},
-      {"sleeps", s.wakeups}};
+      {"sleeps", s.wakeups},
+      {"releases", s.releases},           {"release_late_ns_total", s.release_late_ns_total},
+      {"release_late_ns_max", s.release_late_ns_max},
+      {"released_late_over_100us", s.released_late_over_100us},
+      {"released_late_over_1ms", s.released_late_over_1ms},
+      {"cpu_us", s.cpu_us}};
   // Flow gating, once the arbiter has used it.
   if (s.gated_flows > 0 || s.gate_dropped > 0)
     out.insert(out.end(), {{"gated_flows", s.gated_flows},

@@ -82,6 +82,8 @@ class LabController final : public Controller {
   void set_rate_scale(double scale);
   /// Counters of every WAN link now (src, dst, counters), for run sampling.
   std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> link_counters();
+  /// The backend's own counters (`status` backend_counters; the userspace engine's), by name.
+  std::vector<std::pair<std::string, std::uint64_t>> backend_counters();
 
   // Flow gating on WAN link (src, dst) (DC indices), for the arbiter's windows; see
   // shaping::LinkShaper. Throw std::runtime_error where the backend cannot gate or the lab

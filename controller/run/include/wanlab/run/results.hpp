@@ -62,6 +62,14 @@ std::optional<HostCpu> read_host_cpu();
 /// as much as the lab's (README, Tests).
 nlohmann::json host_cpu_json(const HostCpu& from, const HostCpu& to);
 
+/// A backend's counters by name (api::LabController::backend_counters()).
+using BackendCounters = std::vector<std::pair<std::string, std::uint64_t>>;
+/// summary.json `engine` between two readings of the userspace engine's counters taken
+/// `seconds` apart: its thread's CPU as a fraction of one core, how late it released packets
+/// (mean, and the shares more than 100 µs and 1 ms late), and the frames its RX rings lost.
+/// Null where the backend has no engine (the kernel backend) or a counter is missing.
+nlohmann::json engine_json(const BackendCounters& from, const BackendCounters& to, double seconds);
+
 struct RunMeta {
   std::string run_id;
   std::string lab;

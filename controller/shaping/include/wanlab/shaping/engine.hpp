@@ -80,6 +80,15 @@ struct EngineStats {
   std::uint64_t rx_ring_dropped = 0;
   std::uint64_t rx_big_ring_dropped = 0;
   std::uint64_t wakeups = 0;
+  // How late the engine handed packets to the kernel, against the time the link model made
+  // them due (its own scheduling: wake-up latency, work ahead of them in the loop). Ages
+  // are taken when the engine turns to a link, once per batch of due packets.
+  std::uint64_t releases = 0;
+  std::uint64_t release_late_ns_total = 0;
+  std::uint64_t release_late_ns_max = 0;
+  std::uint64_t released_late_over_100us = 0;
+  std::uint64_t released_late_over_1ms = 0;
+  std::uint64_t cpu_us = 0;  // the engine thread's CPU time (user + system, incl. softirq work run on it)
   // Flow gating, all links together.
   std::uint64_t gated_flows = 0;    // declared now
   std::uint64_t open_gates = 0;     // of those, open now

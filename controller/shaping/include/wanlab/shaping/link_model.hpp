@@ -92,6 +92,8 @@ class LinkModel {
   void advance(Nanos now);
   /// The next packet to release at or before `now`, if any (call repeatedly).
   std::optional<std::uint32_t> release(Nanos now);
+  /// When the next packet is due for release (kNever when none propagates).
+  Nanos next_release() const { return flight_.empty() ? kNever : flight_.front().release; }
   /// Handles of packets lost on the wire since the last call (their slots can be reused).
   /// The vector is reused: consume before the next advance().
   std::vector<std::uint32_t>& lost() { return lost_; }
