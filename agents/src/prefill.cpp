@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "wanlab/common/thread.hpp"
 #include "wanlab/gpu/gpu_compute.hpp"
 
 namespace wanlab::agent {
@@ -163,6 +164,10 @@ Clock::duration PrefillRunner::layer_time(const PrefillJob& job) const {
 void PrefillRunner::run_layer(const PrefillJob& job) { gpu_->run(job.layer, program::OpKind::forward); }
 
 void PrefillRunner::loop() {
+  // Normal priority: its CPU time is small (0.35 s in a BubbleTea run), and a layer it
+  // starts late is bubble time lost; with a real GPU, training may wait for it to see a
+  // layer end.
+  name_this_thread("prefill-runner");
   std::unique_lock lock(share_.mutex());
   for (;;) {
     // The first job in reserved order whose prompt is here, as soon as the GPU can take a
@@ -268,6 +273,8 @@ struct SideChannel::Impl {
   Arrived arrived;
 
   void read_loop(std::shared_ptr<tcp::socket> s) {
+    name_this_thread("prefill-recv");
+    set_this_thread_nice(kPrefillNice);
     std::array<char, 65536> buf{};
     try {
       for (;;) {
@@ -289,6 +296,8 @@ struct SideChannel::Impl {
   }
 
   void send_loop(Sender* snd) {
+    name_this_thread("prefill-send");
+    set_this_thread_nice(kPrefillNice);
     std::array<char, 65536> zeros{};
     std::unique_lock lock(snd->mutex);
     for (;;) {

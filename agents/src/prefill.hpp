@@ -42,6 +42,14 @@ namespace wanlab::agent {
 
 using Clock = std::chrono::steady_clock;
 
+// The lab runs all its nodes on one machine's CPUs, which a real deployment does not share
+// between its training and inference hosts. Prefill's threads that move its bytes (the
+// prompt and KV-cache traffic, SideChannel) run at this nice value, so where
+// the CPUs are contended they yield to training's (stage workers, data plane, control
+// channel): training has priority on the lab's CPUs as on its GPUs. On a 2-core machine a
+// BubbleTea run at nice 0 took CPU time from training (bench/README.md, BubbleTea).
+inline constexpr int kPrefillNice = 10;
+
 class GpuShare {
  public:
   /// Training blocks on the network, expecting to need the GPU again at `until` (what the

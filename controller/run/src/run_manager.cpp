@@ -1,6 +1,7 @@
 #include "wanlab/run/run_manager.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -61,6 +62,8 @@ pid_t spawn_in_netns(const std::string& netns, const fs::path& binary, const std
   const pid_t pid = ::fork();
   if (pid == 0) {
     if (::setns(nsfd, CLONE_NEWNET) != 0) ::_exit(126);
+    // Not the control plane's priority (lab_commands.cpp): the agents are the workload.
+    ::setpriority(PRIO_PROCESS, 0, 0);
     ::dup2(logfd, 1);
     ::dup2(logfd, 2);
     const int devnull = ::open("/dev/null", O_RDONLY);
