@@ -519,7 +519,10 @@ void Agent::handle(const nlohmann::json& m) {
           p["start_ns"] = t.start_ns;
           p["end_ns"] = t.end_ns;
           p["idle"] = idle;
-          if (share) p["prefill_wait_ns"] = share->training_waited_ns();
+          if (share) {
+            p["prefill_wait_ns"] = share->training_waited_ns();
+            p["prefill_wait_after_resume_ns"] = share->training_waited_after_resume_ns();
+          }
           send_(p);
         };
         if (const auto ts = r->tp_syncs.find({programs[wi].stage, programs[wi].dp_rank}); ts != r->tp_syncs.end())

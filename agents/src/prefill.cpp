@@ -62,7 +62,9 @@ void GpuShare::training_busy() {
   } else {
     return;
   }
-  waited_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+  const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+  waited_ns_ += waited;
+  if (resume_ != Clock::time_point::max() && t0 >= resume_) waited_after_resume_ns_ += waited;
 }
 
 int GpuShare::layers_fitting_locked(Clock::duration layer, int left) const {

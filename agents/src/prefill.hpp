@@ -103,6 +103,12 @@ class GpuShare {
     std::lock_guard lock(mutex_);
     return waited_ns_;
   }
+  /// Of that, the waits of idle times that ran past their expected end, where layers had
+  /// started again (`resume_`); the rest came back earlier than expected.
+  std::int64_t training_waited_after_resume_ns() {
+    std::lock_guard lock(mutex_);
+    return waited_after_resume_ns_;
+  }
   /// Wakes every waiter (abort, new work).
   void notify() { cv_.notify_all(); }
 
@@ -124,6 +130,7 @@ class GpuShare {
   int segment_layers_ = 0;
   std::optional<Clock::time_point> cut_;
   std::int64_t waited_ns_ = 0;
+  std::int64_t waited_after_resume_ns_ = 0;
 };
 
 /// One placed prefill, as the controller's `prefill` message gives it.

@@ -104,6 +104,21 @@ TEST_CASE("a two-DC run: bytes on the WAN are the scenario's, results are comple
   CHECK(s.at("host_cpu").at("busy_fraction").get<double>() <= 1);
   CHECK(s.at("host_cpu").at("steal_fraction").get<double>() >= 0);
   CHECK(s.at("host_cpu").at("steal_fraction").get<double>() < 1);
+  // The userspace engine over the run, from its counters: it ran and released the frames
+  // that crossed the WAN. (The kernel backend has no engine, and no such block.)
+  if (s.at("backend") == "userspace") {
+    REQUIRE(s.contains("engine"));
+    const auto& eng = s.at("engine");
+    INFO(eng.dump());
+    CHECK(eng.at("cpu_fraction_of_a_core").get<double>() > 0);
+    CHECK(eng.at("cpu_fraction_of_a_core").get<double>() < 1.5);  // one thread: at most a core (and rounding)
+    CHECK(eng.at("releases").get<double>() > 100);
+    CHECK(eng.at("release_late_mean_us").get<double>() >= 0);
+    CHECK(eng.at("released_late_over_1ms_fraction").get<double>() <=
+          eng.at("released_late_over_100us_fraction").get<double>());
+  } else {
+    CHECK_FALSE(s.contains("engine"));
+  }
   CHECK(s.at("gpu_utilization").at("per_gpu").size() == 16);
   CHECK(s.at("backend") == "userspace");
   CHECK(s.at("scale") == 0.1);
@@ -279,6 +294,10 @@ TEST_CASE("a run with a prefill load: prefills fill the bubbles, never overlap t
           " s per iteration, expected under 0.05");
     return e;
   });
+  // Of training's wait, the part in idle times that ran past their expected end.
+  const auto& wait = s.at("prefill").at("training_wait_s_per_iteration");
+  CHECK(wait.at("after_expected_end_mean").get<double>() >= 0);
+  CHECK(wait.at("after_expected_end_mean").get<double>() <= wait.at("mean").get<double>() + 1e-9);
   // Prefill counts in GPU utilization, not in training's bubble fraction.
   CHECK(s.at("gpu_utilization").at("mean").get<double>() > 1 - s.at("bubble_fraction").get<double>() + 0.02);
   CHECK(s.at("training_slowdown").is_null());  // needs the run without the load (bench)

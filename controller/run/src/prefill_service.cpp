@@ -117,6 +117,8 @@ std::vector<PrefillMessage> PrefillService::message(const std::string& node, con
     const auto it = gpu_of_worker_.find(m.value("worker", -1));
     if (it == gpu_of_worker_.end() || !m.contains("idle")) return {};
     if (m.contains("prefill_wait_ns")) prefill_wait_ns_[m.at("worker").get<int>()] = m.at("prefill_wait_ns").get<std::int64_t>();
+    if (m.contains("prefill_wait_after_resume_ns"))
+      prefill_wait_after_resume_ns_[m.at("worker").get<int>()] = m.at("prefill_wait_after_resume_ns").get<std::int64_t>();
     std::vector<bubbletea::Interval> idle;
     for (const auto& i : m.at("idle")) idle.push_back({i.at(0).get<bubbletea::Ns>(), i.at(1).get<bubbletea::Ns>()});
     dispatcher_.learn(it->second, m.at("start_ns").get<bubbletea::Ns>(), m.at("end_ns").get<bubbletea::Ns>(), idle);
@@ -144,8 +146,12 @@ nlohmann::json PrefillService::summary(bubbletea::Ns from, bubbletea::Ns to) con
     sum += per_iteration;
     max = std::max(max, per_iteration);
   }
+  double after_resume = 0;
+  for (const auto& [w, ns] : prefill_wait_after_resume_ns_) after_resume += static_cast<double>(ns) / 1e9 / iterations_;
   const std::size_t gpus = gpu_of_worker_.size();
-  s["training_wait_s_per_iteration"] = {{"mean", gpus ? sum / static_cast<double>(gpus) : 0.0}, {"max", max}};
+  const auto per_gpu = [&](double x) { return gpus ? x / static_cast<double>(gpus) : 0.0; };
+  s["training_wait_s_per_iteration"] = {
+      {"mean", per_gpu(sum)}, {"max", max}, {"after_expected_end_mean", per_gpu(after_resume)}};
   s.update(workload::prefill_load_summary(plan_));
   return s;
 }

@@ -57,6 +57,8 @@ class PrefillService {
   program::StageShape layer_shape_;  // per request: tokens filled in
   int iterations_ = 1;
   std::map<int, std::int64_t> prefill_wait_ns_;  // per training worker: how long it waited for prefill layers
+  // Of that, in idle times that ran past their expected end (layers had started again).
+  std::map<int, std::int64_t> prefill_wait_after_resume_ns_;
 };
 
 }  // namespace wanlab::run
