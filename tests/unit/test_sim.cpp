@@ -356,6 +356,53 @@ TEST_CASE("the simulator is deterministic and reports every worker", "[unit][sim
   CHECK(chrome_trace(plan, a.reports).at("traceEvents").size() > 0);
 }
 
+TEST_CASE("compute jitter: each op within +-j of its modeled time, repeatable, and lockstep pipelines drift apart",
+          "[unit][sim]") {
+  auto s = shipped_scenario("two-dc-1b.json");
+  s.policy = "atlas";
+  s.connections = 1;
+  const auto plan = plan_of(s, core::load_topology(s.topology_path));
+  const auto lockstep = sim::simulate(plan);
+  sim::SimOptions opt;
+  opt.compute_jitter = 0.05;
+  const auto a = sim::simulate(plan, opt);
+  const auto b = sim::simulate(plan, opt);
+  CHECK(a.reports == b.reports);  // the scenario's seed: the same run every time
+  REQUIRE(a.reports.size() == lockstep.reports.size());
+  // Op by op (program order), against the FLOP model's time.
+  int compute = 0, changed = 0;
+  double lo = 2, hi = 0;
+  for (std::size_t w = 0; w < a.reports.size(); ++w) {
+    const auto& x = a.reports[w].spans;
+    const auto& y = lockstep.reports[w].spans;
+    REQUIRE(x.size() == y.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (x[i].kind != program::SpanKind::forward && x[i].kind != program::SpanKind::backward) continue;
+      REQUIRE(x[i].kind == y[i].kind);
+      const double model = static_cast<double>(y[i].end_ns - y[i].start_ns);
+      if (model < 1e5) continue;  // (ns rounding)
+      const double r = static_cast<double>(x[i].end_ns - x[i].start_ns) / model;
+      lo = std::min(lo, r);
+      hi = std::max(hi, r);
+      ++compute;
+      changed += std::abs(r - 1) > 1e-3;
+    }
+  }
+  INFO("ratios to the model " << lo << " .. " << hi << " over " << compute << " ops");
+  REQUIRE(compute > 100);
+  CHECK(lo >= 0.95 - 1e-6);
+  CHECK(hi <= 1.05 + 1e-6);
+  CHECK(lo < 0.97);  // the whole range is used
+  CHECK(hi > 1.03);
+  CHECK(changed > compute * 9 / 10);
+  // Identical pipelines in lockstep send at the same instant and share the WAN link every
+  // time; drifted apart, one's transfer overlaps another's compute (two-dc-1b: 0.983 s ->
+  // 0.947 s at 5 %).
+  const double t0 = summarize(plan, lockstep.reports).at("iteration_time_s").at("mean").get<double>();
+  const double t1 = summarize(plan, a.reports).at("iteration_time_s").at("mean").get<double>();
+  CHECK(t1 < 0.98 * t0);
+}
+
 TEST_CASE("bad simulator inputs are refused", "[unit][sim]") {
   auto s = shipped_scenario("two-dc-1b.json");
   const auto topo = core::load_topology(s.topology_path);
@@ -368,6 +415,11 @@ TEST_CASE("bad simulator inputs are refused", "[unit][sim]") {
   opt = {};
   opt.traces.push_back({99, {{0, 1e9}}, 0});
   CHECK_THROWS_AS(sim::simulate(plan_of(s, topo), opt), std::invalid_argument);
+  for (const double j : {-0.01, 0.51}) {
+    opt = {};
+    opt.compute_jitter = j;
+    CHECK_THROWS_WITH(sim::simulate(plan_of(s, topo), opt), Catch::Contains("compute jitter"));
+  }
 }
 
 TEST_CASE("prefill in the simulator: placed in the bubbles, never on top of training, deterministic", "[sim][bubbletea]") {

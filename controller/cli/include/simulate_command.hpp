@@ -28,6 +28,7 @@ struct SimFlags {
   bool slow_start = false;
   std::string bursts = "shared";  // shared, fifo
   bool no_acks = false;
+  double compute_jitter = 0;  // fraction
   std::string timeline = "auto";  // auto, full, per-stage, none
 };
 

@@ -120,6 +120,11 @@ int main(int argc, char** argv) {
     cmd->add_flag("--no-acks", f.no_acks,
                   "Simulator: ACKs take no capacity (default: each WAN flow's ACKs, one 66-byte frame per two "
                   "segments, 2.2 % of its wire bytes, cross the reverse link at that fraction of its rate)");
+    cmd->add_option("--compute-jitter", f.compute_jitter,
+                    "Simulator: each compute op takes its modeled time x (1 + u), u uniform in [-F, F], drawn per op "
+                    "from the scenario's seed (default 0: identical pipelines stay in lockstep; the lab's modeled "
+                    "GPUs vary by about 5-10 % an op)")
+        ->type_name("F");
     cmd->add_option("--timeline", f.timeline,
                     "Simulator: timeline.json with every GPU (full), one GPU per stage (per-stage) or none; auto "
                     "(default): full up to 256 GPUs, else per-stage")

@@ -58,6 +58,7 @@ json options_json(const sim::SimOptions& o, const workload::Scenario& s, const s
           {"slow_start", o.slow_start},
           {"bursts", o.fifo_bursts ? "fifo" : "shared"},
           {"acks", o.acks},
+          {"compute_jitter", o.compute_jitter},
           {"progress_period_ms", static_cast<double>(o.progress_period_ns) / 1e6},
           {"traces", o.traces.size()},
           {"timeline", timeline}};
@@ -84,6 +85,9 @@ sim::SimOptions parse_sim_flags(const SimFlags& f) {
     throw std::invalid_argument(fmt::format("--bursts {}: give shared or fifo", f.bursts));
   o.fifo_bursts = f.bursts == "fifo";
   o.acks = !f.no_acks;
+  if (!(f.compute_jitter >= 0 && f.compute_jitter <= 0.5))
+    throw std::invalid_argument(fmt::format("--compute-jitter {}: give a fraction from 0 to 0.5", f.compute_jitter));
+  o.compute_jitter = f.compute_jitter;
   if (f.timeline != "auto" && f.timeline != "full" && f.timeline != "per-stage" && f.timeline != "none")
     throw std::invalid_argument(fmt::format("--timeline {}: give auto, full, per-stage or none", f.timeline));
   return o;

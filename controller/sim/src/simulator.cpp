@@ -7,6 +7,7 @@
 #include <map>
 #include <deque>
 #include <queue>
+#include <random>
 #include <stdexcept>
 #include <tuple>
 #include <unordered_set>
@@ -43,10 +44,14 @@ class Simulation {
         sc_(plan.scenario),
         tp_(sc_.parallelism.tp),
         k_(sc_.connections),
-        window_(opt.tcp_window_bytes.value_or(workload::run_tcp_window(plan.scenario))) {
+        window_(opt.tcp_window_bytes.value_or(workload::run_tcp_window(plan.scenario))),
+        jitter_rng_(plan.scenario.seed),
+        jitter_(-opt.compute_jitter, opt.compute_jitter) {
     if (sc_.iterations < 0) throw std::invalid_argument("simulate: negative iterations");
     if (!(window_ >= 0) || !(opt.initial_window_bytes > 0) || opt.progress_period_ns <= 0)
       throw std::invalid_argument("simulate: tcp window, initial window and progress period must be positive");
+    if (!(opt.compute_jitter >= 0 && opt.compute_jitter <= 0.5))
+      throw std::invalid_argument(fmt::format("simulate: compute jitter {}: give a fraction from 0 to 0.5", opt.compute_jitter));
     auto policy = arbiter::make_policy(sc_.policy);
     exclusive_ = policy->exclusive();
     auto ao = opt.arbiter;
@@ -337,7 +342,9 @@ class Simulation {
         case OpKind::backward:
         case OpKind::optimizer: {
           const double flops_per_s = plan_.effective_flops.at(static_cast<std::size_t>(g.worker));
-          const auto d = static_cast<Nanos>(std::llround(op.flops / flops_per_s * 1e9));
+          double seconds = op.flops / flops_per_s;
+          if (opt_.compute_jitter > 0) seconds *= 1 + jitter_(jitter_rng_);
+          const auto d = static_cast<Nanos>(std::llround(seconds * 1e9));
           g.report.spans.push_back(Span{program::compute_span_kind(op.kind), g.iteration, op.microbatch, g.t, g.t + d, 0, -1});
           if (d > 0) {
             g.wait = Group::Wait::compute;
@@ -843,6 +850,8 @@ class Simulation {
   const int tp_;
   const int k_;
   const double window_;  // bytes one TCP connection keeps in flight; 0: no ceiling
+  std::mt19937_64 jitter_rng_;                      // compute jitter (SimOptions::compute_jitter)
+  std::uniform_real_distribution<double> jitter_;
   bool exclusive_ = false;
   std::unique_ptr<arbiter::Arbiter> arb_;
   bool arbiter_touched_ = false;

@@ -100,6 +100,14 @@ struct SimOptions {
   /// there included); the lab's counters show them (bench/README.md, "ACKs on the
   /// reverse link"). false: ACKs take no capacity.
   bool acks = true;
+  /// Each compute op (forward, backward, optimizer) takes its modeled time x (1 + u), u
+  /// drawn uniformly from [-compute_jitter, +compute_jitter] per op and TP group, from a
+  /// generator seeded with the scenario's seed (the same run every time). 0 (default): the
+  /// FLOP model's time exactly, so identical pipelines stay in lockstep and their transfers
+  /// always meet at the WAN. Real GPUs, and the lab's modeled ones (sleeps that overrun by a
+  /// varying 0.1-0.2 ms), vary from op to op, and their pipelines drift apart (bench/README.md,
+  /// "Simulator", "Pipelines in lockstep"). At most 0.5.
+  double compute_jitter = 0;
   /// The link's queue holds what the lab's does (the topology's `queue`, or 1.5 x the
   /// bandwidth-delay product at the run's rate): the part of a burst that finds it full is
   /// lost and sent again after a retransmission timeout (Linux: about SRTT + 200 ms; what
