@@ -124,9 +124,16 @@ Response call(const std::filesystem::path& socket_path, const std::string& metho
     if (ec) return void(failure = ec);
     stage = "send to";
     http::async_write(stream, req, [&](beast::error_code ec2, std::size_t) {
-      if (ec2) return void(failure = ec2);
+      // A server may answer before it has read the whole request and close (413 for a body
+      // over its limit): the rest of the write then fails, and its answer is there to read.
       stage = "read the answer of";
-      http::async_read(stream, buffer, parser, [&](beast::error_code ec3, std::size_t) { failure = ec3; });
+      http::async_read(stream, buffer, parser, [&, ec2](beast::error_code ec3, std::size_t) {
+        failure = ec3;
+        if (ec3 && ec2) {  // no answer either: the write's error is the one to report
+          failure = ec2;
+          stage = "send to";
+        }
+      });
     });
   });
   ioc.run();
