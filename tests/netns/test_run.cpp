@@ -281,7 +281,10 @@ TEST_CASE("a run with a prefill load: prefills fill the bubbles, never overlap t
     INFO(p.dump());
     const int requests = p.at("requests").get<int>();
     REQUIRE(requests > 100);
-    CHECK(p.at("kv_delivered") == p.at("completed"));  // every KV cache reached its decode node
+    // Every KV cache reached its decode node, but for those of the last prefills, still on
+    // their way when training (and with it the run) ended: counted, and only a few.
+    CHECK(p.at("kv_delivered").get<int>() + p.at("kv_in_flight_at_end").get<int>() == p.at("completed").get<int>());
+    CHECK(p.at("kv_in_flight_at_end").get<int>() <= std::max(2, p.at("completed").get<int>() / 100));
     CHECK(p.at("placed").get<int>() + p.at("queued_at_end").get<int>() + p.at("expired").get<int>() == requests);
     test::Expect e;
     e(p.at("completed").get<int>() > 0.8 * requests,

@@ -456,6 +456,7 @@ TEST_CASE("prefill in the simulator: placed in the bubbles, never on top of trai
   CHECK(summary["ttft_s"]["p50"].get<double>() > 0);
   CHECK(summary["ttft_s"]["p50"].get<double>() < s.prefill->deadline_s);
   CHECK(summary["kv_delivered"] == summary["completed"]);
+  CHECK(summary["kv_in_flight_at_end"] == 0);
   // The load's own description, as the lab writes it (workload::prefill_load_summary).
   CHECK(summary["offered_rate_per_s"] == 550.0);
   CHECK(summary["model"] == "7b");

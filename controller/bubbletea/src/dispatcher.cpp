@@ -256,6 +256,8 @@ nlohmann::json Dispatcher::summary(Ns from, Ns to) const {
           {"ttft_s", {{"p50", workload::quantile(ttft, 0.5)}, {"p99", workload::quantile(ttft, 0.99)}}},
           {"queue_wait_s", {{"p50", workload::quantile(wait, 0.5)}, {"p99", workload::quantile(wait, 0.99)}}},
           {"kv_delivered", kv_delivered},
+          // Completed, their KV cache still on its way to the decode node when the run ended.
+          {"kv_in_flight_at_end", completed - kv_delivered},
           {"kv_transfer_s", {{"p50", workload::quantile(kv, 0.5)}, {"p99", workload::quantile(kv, 0.99)}}},
           {"tokens_per_s", window > 0 ? tokens / window : 0.0}};
 }
