@@ -15,8 +15,10 @@
 # Dockerfile; bring the lab up with `wanlab compose topologies/three-dc.json --scenario
 # bench/scenarios/three-dc-smoke.json --no-bench` (the shipped file's lab, without its
 # benchmark); check inside the containers, with the namespace tiers' tolerances:
-#   - ping RTT between every pair of DCs against the topology's RTT (min no earlier than
-#     configured - 0.05 ms, mean within max(2 ms, 5 %) above, max within twice that);
+#   - ping RTT between every pair of DCs against the topology's RTT, 20 replies each (min
+#     no earlier than configured - 0.05 ms, mean within max(2 ms, 5 %) above, the 90th
+#     percentile within twice that; the max is printed, not judged: one preemption of the
+#     VM delays a reply by 10 ms and more while the steal over the whole check stays < 1 %);
 #   - iperf3 goodput use -> usw within 5 % of 1448/1514 of the link rate, the rate set to
 #     100 Mbit/s first with `wanlab link set` (the topology's 4.35 Gbit/s is beyond what a
 #     userspace engine carries on a small machine), then restored;
@@ -44,7 +46,7 @@ while (($#)); do
     --build-dir) build_dir=$2; shift 2 ;;
     --build-dir=*) build_dir=${1#*=}; shift ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "docker: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -258,7 +260,9 @@ check_ping() {
         '[.links[] | select(.src == $a and .dst == $b or .src == $b and .dst == $a) | .delay] | join(" ")' "$work/status.json")
       [[ -n $rtt ]] || continue
       configured=$(awk -v d="$rtt" 'BEGIN { n = split(d, x, " "); s = 0; for (i = 1; i <= n; i++) { v = x[i]; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v); s += (u == "us" ? v / 1000 : u == "s" ? v * 1000 : v) } printf "%.3f", s }')
-      out=$("${docker[@]}" exec "$lab-$from-0" ping -n -q -c 20 -i 0.1 -W 2 "$(ip_of "$to-0")" 2>&1) || true
+      out=$("${docker[@]}" exec "$lab-$from-0" ping -n -c 20 -i 0.1 -W 2 "$(ip_of "$to-0")" 2>&1) || true
+      # min/avg/max from ping's summary (µs); the 90th percentile (the 18th of 20) from the
+      # replies' own times (printed to 3 significant digits: 0.1 ms here, 1 ms over 100 ms).
       line=$(grep -o 'rtt [^=]*= [0-9./]*' <<<"$out" | awk '{ print $4 }')
       if [[ -z $line ]]; then
         echo "$out"
@@ -267,11 +271,13 @@ check_ping() {
         continue
       fi
       IFS=/ read -r min avg max _ <<<"$line"
-      verdict=$(awk -v c="$configured" -v mn="$min" -v av="$avg" -v mx="$max" 'BEGIN {
+      read -r p90 replies < <(grep -o 'time=[0-9.]*' <<<"$out" | cut -d= -f2 | sort -g |
+        awk '{ v[NR] = $1 } END { printf "%.3f %d\n", v[int(0.9 * NR + 0.5)], NR }')
+      verdict=$(awk -v c="$configured" -v mn="$min" -v av="$avg" -v p="$p90" -v n="$replies" 'BEGIN {
         tol = 0.05 * c; if (tol < 2) tol = 2
-        ok = mn >= c - 0.05 && av <= c + tol && mx <= c + 2 * tol
+        ok = n == 20 && mn >= c - 0.05 && av <= c + tol && p <= c + 2 * tol
         printf "%s (tolerance +%.2f ms)", ok ? "ok" : "OUT OF TOLERANCE", tol }')
-      measured "ping $from-0 -> $to-0: configured RTT $configured ms, measured min $min avg $avg max $max ms: $verdict"
+      measured "ping $from-0 -> $to-0: configured RTT $configured ms, $replies of 20 replies, min $min avg $avg p90 $p90 max $max ms: $verdict"
       [[ $verdict == ok* ]] || bad=1
     done
   done
