@@ -22,10 +22,14 @@ class CudaCompute final : public Compute {
  public:
   CudaCompute(int device, double effective_flops, std::mutex& m, std::condition_variable& cv)
       : gpu_(gpu::GpuCompute::open(device)), modeled_(effective_flops, m, cv) {}
-  bool run(const program::Op& op, const program::StageShape& shape, const std::atomic<bool>& abort) override {
-    if (op.kind == program::OpKind::optimizer) return modeled_.run(op, shape, abort);
+  std::optional<GpuTimes> run(const program::Op& op, const program::StageShape& shape, const std::atomic<bool>& abort,
+                              Clock::time_point ready) override {
+    if (op.kind == program::OpKind::optimizer) return modeled_.run(op, shape, abort, ready);
+    // Real kernels start when launched and end when the GPU is done with them.
+    const auto start = Clock::now();
     gpu_->run(shape, op.kind);
-    return !abort.load();
+    if (abort.load()) return std::nullopt;
+    return GpuTimes{start, Clock::now()};
   }
 
  private:

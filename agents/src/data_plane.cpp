@@ -262,7 +262,9 @@ void DataPlane::delivered(int src, int dst, std::uint64_t tag, std::uint64_t byt
   std::uint64_t total = 0;
   {
     std::lock_guard lock(mutex_);
-    total = inbox_[{src, dst, tag}] += bytes;
+    auto& in = inbox_[{src, dst, tag}];
+    total = in.bytes += bytes;
+    in.last = std::chrono::steady_clock::now();
   }
   cv_.notify_all();
   if (on_delivered_) on_delivered_(src, dst, tag, total);
@@ -397,26 +399,28 @@ void DataPlane::write_next(std::shared_ptr<Conn> c) {
     asio::async_write(c->socket, asio::buffer(zeros().data(), n), on_written);
 }
 
-void DataPlane::wait(int src, int dst, std::uint64_t tag, std::uint64_t bytes) {
+std::chrono::steady_clock::time_point DataPlane::wait(int src, int dst, std::uint64_t tag, std::uint64_t bytes) {
   std::unique_lock lock(mutex_);
   const auto key = std::make_tuple(src, dst, tag);
   cv_.wait(lock, [&] {
     if (aborted_ || !error_.empty()) return true;
     auto it = inbox_.find(key);
-    return it != inbox_.end() && it->second >= bytes;
+    return it != inbox_.end() && it->second.bytes >= bytes;
   });
   watches_.erase(key);
   if (aborted_) throw Aborted();
   auto it = inbox_.find(key);
-  if (it == inbox_.end() || it->second < bytes) throw std::runtime_error(error_);
+  if (it == inbox_.end() || it->second.bytes < bytes) throw std::runtime_error(error_);
+  const auto in = it->second.last;
   inbox_.erase(it);
   arrived_.erase(key);
+  return in;
 }
 
 bool DataPlane::has(int src, int dst, std::uint64_t tag, std::uint64_t bytes) const {
   std::lock_guard lock(mutex_);
   const auto it = inbox_.find(std::make_tuple(src, dst, tag));
-  return it != inbox_.end() && it->second >= bytes;
+  return it != inbox_.end() && it->second.bytes >= bytes;
 }
 
 void DataPlane::fail(const std::string& what) {

@@ -109,8 +109,10 @@ class DataPlane {
   /// connections; `done` runs when every stripe has been written to its socket.
   void send(int src, int dst, std::uint64_t tag, std::uint64_t bytes, SendDone done);
   /// Blocks until `bytes` from `src` to local worker `dst` under `tag` have arrived; throws
-  /// Aborted when the run is aborted.
-  void wait(int src, int dst, std::uint64_t tag, std::uint64_t bytes);
+  /// Aborted when the run is aborted. Returns when the io thread read their last bytes
+  /// (the message was in), which is earlier than this thread's wake-up by its scheduling
+  /// delay.
+  std::chrono::steady_clock::time_point wait(int src, int dst, std::uint64_t tag, std::uint64_t bytes);
   /// While a worker waits for (src, dst, tag) of `bytes`: `eta` runs on the io thread as
   /// those bytes arrive (from the second read of them on), with when the rest should be in
   /// at the rate they are arriving. wait() for the same key ends the watch; `eta` runs
@@ -154,7 +156,11 @@ class DataPlane {
 
   mutable std::mutex mutex_;  // inbox_, incoming count, error_
   std::condition_variable cv_;
-  std::map<std::tuple<int, int, std::uint64_t>, std::uint64_t> inbox_;  // (src, dst, tag) -> bytes
+  struct Inboxed {
+    std::uint64_t bytes = 0;                    // whole stripes delivered so far
+    std::chrono::steady_clock::time_point last{};  // when the last of them was
+  };
+  std::map<std::tuple<int, int, std::uint64_t>, Inboxed> inbox_;  // (src, dst, tag)
   struct Watch {
     std::uint64_t bytes = 0;     // the message's
     std::uint64_t received = 0;  // so far, stripes not yet whole included

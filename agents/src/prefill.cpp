@@ -46,25 +46,30 @@ void GpuShare::expect(Clock::time_point at, std::uint64_t epoch) {
   }
 }
 
-void GpuShare::training_busy() {
+Clock::time_point GpuShare::training_busy(Clock::time_point wanted) {
   std::unique_lock lock(mutex_);
   idle_ = false;
-  const auto t0 = Clock::now();
+  wanted = std::min(wanted, Clock::now());
+  Clock::time_point free = wanted;
   if (segment_layers_ > 0 && !cut_) {
-    // A modeled segment: it ends at the next layer boundary, by the clock.
+    // A modeled segment: it ends at the first layer boundary at or after `wanted`.
     auto at = segment_start_ + segment_layer_ * segment_layers_;
-    if (segment_layer_.count() > 0 && t0 < at) at = segment_start_ + segment_layer_ * layers_begun_locked(t0);
+    if (segment_layer_.count() > 0 && wanted < at) at = segment_start_ + segment_layer_ * layers_begun_locked(wanted);
     cut_ = at;
     cv_.notify_all();
     while (Clock::now() < at) cv_.wait_until(lock, at);
+    // Cut before its first layer (it began after `wanted`): the GPU was training's all along.
+    free = at <= segment_start_ ? wanted : std::max(wanted, at);
   } else if (layer_running_) {
     cv_.wait(lock, [&] { return !layer_running_; });
+    free = Clock::now();
   } else {
-    return;
+    return wanted;
   }
-  const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+  const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(free - wanted).count();
   waited_ns_ += waited;
-  if (resume_ != Clock::time_point::max() && t0 >= resume_) waited_after_resume_ns_ += waited;
+  if (resume_ != Clock::time_point::max() && wanted >= resume_) waited_after_resume_ns_ += waited;
+  return free;
 }
 
 int GpuShare::layers_fitting_locked(Clock::duration layer, int left) const {
@@ -199,8 +204,12 @@ void PrefillRunner::loop() {
       if (fit == 0) {
         // Training needs the GPU back (or soon will) with layers left: preempted until the
         // GPU is free long enough again.
-        ++out.preemptions;
-        out.spans.push_back({program::SpanKind::prefill, -1, -1, segment, last_end, 0, -1});
+        // A segment cut before its first layer (training wanted the GPU before it began)
+        // never ran on the GPU: neither a span nor a preemption.
+        if (segment < last_end) {
+          ++out.preemptions;
+          out.spans.push_back({program::SpanKind::prefill, -1, -1, segment, last_end, 0, -1});
+        }
         segment = last_end;  // recorded: a stop while preempted must not record it again
         while (!stopping_ && (fit = share_.layers_fitting_locked(layer_ns, job.layers - layer)) == 0)
           share_.wait_locked(lock);

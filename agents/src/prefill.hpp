@@ -55,8 +55,12 @@ class GpuShare {
   /// Training blocks on the network, expecting to need the GPU again at `until` (what the
   /// same wait took last iteration): prefill may run layers that end by then.
   void training_idle(Clock::time_point until = Clock::time_point::max());
-  /// Training needs the GPU: returns once no prefill layer runs on it.
-  void training_busy();
+  /// Training needs the GPU since `wanted` (its data was in; later than now means now):
+  /// returns once no prefill layer runs on it, with the time the GPU was free for training.
+  /// A modeled segment is cut at its first layer boundary at or after `wanted`, by the
+  /// clock, however late this thread got here: layers that began after `wanted` did not
+  /// run (training had the GPU); a real GPU's layer ends when its runner reports it.
+  Clock::time_point training_busy(Clock::time_point wanted = Clock::time_point::max());
   /// Which idle time this is (training_idle() starts the next): expect() names it.
   std::uint64_t idle_epoch() {
     std::lock_guard lock(mutex_);

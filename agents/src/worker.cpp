@@ -11,14 +11,6 @@ using program::OpKind;
 using program::Span;
 using program::SpanKind;
 
-bool ModeledCompute::run(const Op& op, const program::StageShape&, const std::atomic<bool>& abort) {
-  const auto until =
-      Clock::now() + std::chrono::nanoseconds(static_cast<std::int64_t>(op.flops / effective_flops_ * 1e9));
-  std::unique_lock lock(mutex_);
-  cv_.wait_until(lock, until, [&] { return abort.load(); });
-  return !abort.load();
-}
-
 Worker::Worker(program::WorkerProgram program, std::unique_ptr<Compute> compute, DataPlane& data,
                WorkerOptions options)
     : program_(std::move(program)), compute_(std::move(compute)), data_(data), options_(std::move(options)) {
@@ -47,6 +39,7 @@ void Worker::add_gpu_span(program::Span s) {
 void Worker::run(const std::atomic<bool>& abort) {
   const int me = program_.worker;
   GpuShare* share = options_.gpu_share;
+  unblocked_ = Clock::now();
   for (int it = 0; it < options_.iterations; ++it) {
     iteration_ = it;
     program::IterationTime iter{since_start(Clock::now()), 0};
@@ -57,11 +50,17 @@ void Worker::run(const std::atomic<bool>& abort) {
         case OpKind::forward:
         case OpKind::backward:
         case OpKind::optimizer: {
-          if (options_.tp_sync && !options_.tp_sync->arrive_and_wait(abort)) throw Aborted();
-          const auto t0 = Clock::now();
-          if (!compute_->run(op, program_.shape, abort)) throw Aborted();
+          auto ready = std::max(gpu_free_, unblocked_);
+          if (options_.tp_sync) {
+            const auto group = options_.tp_sync->arrive_and_wait(ready, abort);
+            if (!group) throw Aborted();
+            ready = *group;
+          }
+          const auto ran = compute_->run(op, program_.shape, abort, ready);
+          if (!ran) throw Aborted();
+          gpu_free_ = ran->end;
           const auto kind = program::compute_span_kind(op.kind);
-          add_span({kind, it, op.microbatch, since_start(t0), since_start(Clock::now()), 0, -1});
+          add_span({kind, it, op.microbatch, since_start(ran->start), since_start(ran->end), 0, -1});
           break;
         }
         case OpKind::send: {
@@ -95,9 +94,12 @@ void Worker::run(const std::atomic<bool>& abort) {
             data_.watch(op.peer, me, wire_tag(it, op.tag), op.bytes,
                         [share, epoch = share->idle_epoch()](Clock::time_point at) { share->expect(at, epoch); });
           }
-          data_.wait(op.peer, me, wire_tag(it, op.tag), op.bytes);
-          const auto t1 = Clock::now();
-          if (lend) share->training_busy();
+          // The GPU may go on from when the message was in, not from when this thread woke
+          // up to see it (earlier than t0 when it was already there).
+          const auto in = data_.wait(op.peer, me, wire_tag(it, op.tag), op.bytes);
+          const auto t1 = std::max(t0, in);
+          unblocked_ = std::max(unblocked_, in);
+          if (lend) unblocked_ = std::max(unblocked_, share->training_busy(in));
           if (lend) last_wait_[i] = t1 - t0;
           // Only the time actually spent waiting is a span: data that was already there
           // cost nothing.
@@ -119,13 +121,15 @@ void Worker::run(const std::atomic<bool>& abort) {
           const std::uint64_t chunk = op.bytes / static_cast<std::uint64_t>(n);
           const auto t0 = Clock::now();
           if (share) share->training_idle(expected_end(i, t0));
+          auto in = t0;  // when the last step's chunk was in
           for (int step = 0; step < 2 * (n - 1); ++step) {
             const auto tag = wire_tag(it, allreduce_tag(i, step));
             data_.send(me, next, tag, chunk, {});
-            data_.wait(prev, me, tag, chunk);
+            in = data_.wait(prev, me, tag, chunk);
           }
-          const auto t1 = Clock::now();
-          if (share) share->training_busy();
+          const auto t1 = std::max(t0, in);
+          unblocked_ = std::max(unblocked_, t1);
+          if (share) unblocked_ = std::max(unblocked_, share->training_busy(t1));
           last_wait_[i] = t1 - t0;
           add_span({SpanKind::allreduce, it, -1, since_start(t0), since_start(t1),
                     chunk * static_cast<std::uint64_t>(2 * (n - 1)), -1});

@@ -1,6 +1,7 @@
 #pragma once
 // A stage worker: one emulated GPU executing its program (common/program.hpp) for a run's
 // iterations, recording what it did as spans.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -8,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -22,21 +24,35 @@ namespace wanlab::agent {
 
 using Clock = std::chrono::steady_clock;
 
+/// When a compute op ran on its GPU.
+struct GpuTimes {
+  Clock::time_point start;
+  Clock::time_point end;
+};
+
 /// Where compute time comes from: a wait of flops / effective FLOP/s (modeled) or the
 /// stage's GEMMs on a GPU (cuda).
 class Compute {
  public:
   virtual ~Compute() = default;
-  /// Runs (or waits out) one compute op; returns early with false when `abort` is set.
-  virtual bool run(const program::Op& op, const program::StageShape& shape, const std::atomic<bool>& abort) = 0;
+  /// Runs (or waits out) one compute op whose GPU could start it at `ready`: its inputs
+  /// were in and the GPU's previous op had ended. `ready` may have passed already, when
+  /// the host thread got here late. Returns when the op ran on the GPU, or nothing when
+  /// `abort` was set meanwhile.
+  virtual std::optional<GpuTimes> run(const program::Op& op, const program::StageShape& shape,
+                                      const std::atomic<bool>& abort, Clock::time_point ready) = 0;
 };
 
-/// Waits flops / `effective_flops` without using the CPU, woken early by an abort.
+/// A GPU's time as a stream of queued kernels: an op runs from `ready` for flops /
+/// `effective_flops`, however late the host thread was to ask for it (a wake-up after a
+/// sleep on a busy machine is 0.1-0.3 ms late, 5-10 % of a 2 ms op), so host latency does
+/// not add up op after op. Waits without using the CPU, woken early by an abort.
 class ModeledCompute final : public Compute {
  public:
   explicit ModeledCompute(double effective_flops, std::mutex& m, std::condition_variable& cv)
       : effective_flops_(effective_flops), mutex_(m), cv_(cv) {}
-  bool run(const program::Op& op, const program::StageShape& shape, const std::atomic<bool>& abort) override;
+  std::optional<GpuTimes> run(const program::Op& op, const program::StageShape& shape, const std::atomic<bool>& abort,
+                              Clock::time_point ready) override;
 
  private:
   double effective_flops_;
@@ -58,26 +74,35 @@ class TpSync {
  public:
   explicit TpSync(int ranks) : ranks_(ranks) {}
   /// Waits until every rank has arrived; false when `abort` was set meanwhile.
-  bool arrive_and_wait(const std::atomic<bool>& abort) {
+  /// Waits until every rank has arrived, each with the time its GPU could start the op;
+  /// returns the latest of them, when the group starts (nothing when `abort` was set
+  /// meanwhile).
+  std::optional<Clock::time_point> arrive_and_wait(Clock::time_point ready, const std::atomic<bool>& abort) {
     std::unique_lock lock(mutex_);
     const std::uint64_t gen = generation_;
+    latest_ = std::max(latest_, ready);
     if (++arrived_ == ranks_) {
       arrived_ = 0;
+      start_ = latest_;
+      latest_ = Clock::time_point::min();
       ++generation_;
       cv_.notify_all();
-      return true;
+      return start_;
     }
     while (generation_ == gen) {
-      if (abort) return false;
+      if (abort) return std::nullopt;
       cv_.wait_for(lock, std::chrono::milliseconds(10));
     }
-    return true;
+    // The next generation cannot complete (and overwrite start_) before this rank arrives.
+    return start_;
   }
 
  private:
   const int ranks_;
   int arrived_ = 0;
   std::uint64_t generation_ = 0;
+  Clock::time_point latest_ = Clock::time_point::min();  // of this generation's arrivals
+  Clock::time_point start_;                             // the last completed generation's start
   std::mutex mutex_;
   std::condition_variable cv_;
 };
@@ -127,6 +152,11 @@ class Worker {
   std::atomic<int> iteration_{0};
   // How long each blocking op waited last iteration: when the worker expects its GPU back.
   std::map<std::size_t, Clock::duration> last_wait_;
+  // The GPU's clock: its last compute op's end, and when training last stopped waiting (its
+  // last message was in, by the data plane's clock, or a prefill layer let the GPU go); the
+  // next op may start at the later of the two, however late the worker's thread wakes.
+  Clock::time_point gpu_free_ = Clock::time_point::min();
+  Clock::time_point unblocked_ = Clock::time_point::min();
   Clock::time_point expected_end(std::size_t op, Clock::time_point from) const;
   program::WorkerReport report_;
 };

@@ -213,9 +213,12 @@ TEST_CASE("training preempts a running prefill at the next layer boundary", "[bu
   share.training_idle();  // no expectation of when training returns
   std::this_thread::sleep_for(milliseconds(22));
   const auto t0 = agent::Clock::now();
-  share.training_busy();  // waits for the layer in progress only
+  const auto free = share.training_busy();  // waits for the layer in progress only
   const auto waited = agent::Clock::now() - t0;
   CHECK(waited < milliseconds(40));  // one 5 ms layer, not the 80+ ms of prefill left
+  // The GPU was free at the layer's boundary, by the clock, however late this thread woke.
+  CHECK(free >= t0);
+  CHECK(free - t0 <= milliseconds(5));
   std::this_thread::sleep_for(milliseconds(30));  // training computes: no layer may run
   CHECK(!done.has());
   share.training_idle();
@@ -232,6 +235,72 @@ TEST_CASE("training preempts a running prefill at the next layer boundary", "[bu
   CHECK((outcome->spans[0].end_ns - outcome->spans[0].start_ns) % 5'000'000 == 0);
   CHECK(used == 100'000'000);
   CHECK(outcome->spans[1].start_ns - outcome->spans[0].end_ns >= 30'000'000);
+}
+
+TEST_CASE("training whose data was in before its thread woke cuts the prefill at the boundary after that time",
+          "[bubbletea]") {
+  using namespace std::chrono;
+  agent::GpuShare share;
+  Awaited done;
+  auto& outcome = done.outcome;
+  // 20 layers of 5 ms (modeled at 1e12 FLOP/s).
+  agent::PrefillRunner runner(share, 1e12, -1, done.callback());
+  const auto start = agent::Clock::now();
+  run_one_job(runner, 20, 5e9);
+  share.training_idle();
+  std::this_thread::sleep_for(milliseconds(40));
+  // The message was in 12 ms ago; the worker's thread only now asks for its GPU.
+  const auto wanted = agent::Clock::now() - milliseconds(12);
+  const auto free = share.training_busy(wanted);
+  const auto back = agent::Clock::now();
+  // The layer under way at `wanted` ended; none after it ran. That boundary has passed:
+  // training waits for nothing more.
+  CHECK(free >= wanted);
+  CHECK(free - wanted < milliseconds(5));
+  CHECK(back - free < milliseconds(12));
+  std::this_thread::sleep_for(milliseconds(20));
+  CHECK(!done.has());
+  share.training_idle();
+  REQUIRE(done.wait(seconds(2)));
+  runner.stop();
+  CHECK(outcome->complete);
+  REQUIRE(outcome->spans.size() == 2);
+  // Where the first run began is the runner thread's business (a busy machine may start
+  // it late): its end is the boundary training got, and all 20 layers ran exactly once.
+  const auto ns = [&](agent::Clock::time_point t) { return duration_cast<nanoseconds>(t - start).count(); };
+  // run_one_job() started the runner a little after `start`: allow that much.
+  CHECK(std::abs(outcome->spans[0].end_ns - ns(free)) < 1'000'000);
+  CHECK((outcome->spans[0].end_ns - outcome->spans[0].start_ns) % 5'000'000 == 0);
+  CHECK((outcome->spans[0].end_ns - outcome->spans[0].start_ns) + (outcome->spans[1].end_ns -
+                                                                    outcome->spans[1].start_ns) ==
+        100'000'000);
+  CHECK(outcome->preemptions == 1);
+}
+
+TEST_CASE("a prefill begun after training wanted its GPU back runs no layer there", "[bubbletea]") {
+  using namespace std::chrono;
+  agent::GpuShare share;
+  Awaited done;
+  auto& outcome = done.outcome;
+  agent::PrefillRunner runner(share, 1e12, -1, done.callback());  // 5 ms layers
+  const auto wanted = agent::Clock::now();  // training's data is in from here on
+  run_one_job(runner, 20, 5e9);
+  std::this_thread::sleep_for(milliseconds(2));
+  share.training_idle();  // the worker's thread, late, still lends the GPU: a segment begins
+  std::this_thread::sleep_for(milliseconds(15));
+  const auto free = share.training_busy(wanted);
+  // The GPU was training's since `wanted`: the segment is cut before its first layer.
+  CHECK(free == wanted);
+  CHECK(!done.has());
+  share.training_idle();
+  REQUIRE(done.wait(seconds(2)));
+  runner.stop();
+  CHECK(outcome->complete);
+  // One run of all 20 layers; the cut segment left no span and was no preemption.
+  REQUIRE(outcome->spans.size() == 1);
+  CHECK(outcome->spans[0].end_ns - outcome->spans[0].start_ns == 100'000'000);
+  CHECK(outcome->spans[0].start_ns >= 0);
+  CHECK(outcome->preemptions == 0);
 }
 
 TEST_CASE("a prefill does not start a layer that would run into training's expected return", "[bubbletea]") {
