@@ -144,3 +144,45 @@ TEST_CASE("bad flows are refused", "[unit][sim]") {
   CHECK_THROWS_AS(net.start({l + 7}, 1, 1, kUnlimited, 0), std::invalid_argument);
   CHECK_THROWS_AS(net.add_link(-5), std::invalid_argument);
 }
+
+TEST_CASE("bundles that come and go on a shared link: the ones left share it max-min",
+          "[unit][sim]") {
+  // Eight paths (bundles) cross one shared link, each with its own access link; they finish
+  // one by one, then half of them start again beside a path that crosses the shared link
+  // twice. After every change the active flows must hold the max-min shares.
+  FlowNetwork net;
+  const auto shared = net.add_link(80 * kMbit);
+  std::vector<FlowNetwork::LinkId> access;
+  for (int i = 0; i < 8; ++i) access.push_back(net.add_link(1000 * kMbit));
+  std::vector<FlowNetwork::FlowId> flows;
+  Nanos now = 0;
+  // Round 1: flows of 1, 2, ..., 8 MB: they finish one after another, smallest first.
+  for (int i = 0; i < 8; ++i)
+    flows.push_back(net.start({access[static_cast<std::size_t>(i)], shared}, (i + 1) * kMB, 1, kUnlimited, now));
+  net.update(now);
+  for (const auto f : flows) CHECK(net.rate_bps(f) == Approx(10 * kMbit));
+  int finished = 0;
+  while (auto t = net.next_finish()) {
+    now = *t;
+    finished += static_cast<int>(net.take_finished(now).size());
+    net.update(now);
+    const auto left = 8 - finished;
+    for (std::size_t i = 0; i < flows.size(); ++i)
+      if (net.rate_bps(flows[i]) > 0) CHECK(net.rate_bps(flows[i]) == Approx(80 * kMbit / left));
+  }
+  CHECK(finished == 8);
+  CHECK(net.active_flows() == 0);
+  // Round 2 on the same bundles, in reverse order of paths, plus one flow whose path crosses
+  // the shared link twice (it counts twice there, as two flows of one connection would).
+  std::vector<FlowNetwork::FlowId> again;
+  for (int i = 7; i >= 0; i -= 2)
+    again.push_back(net.start({access[static_cast<std::size_t>(i)], shared}, 1 * kMB, 1, kUnlimited, now));
+  const auto twice = net.start({shared, access[0], shared}, 1 * kMB, 1, kUnlimited, now);
+  net.update(now);
+  for (const auto f : again) CHECK(net.rate_bps(f) == Approx(80 * kMbit / 6));
+  CHECK(net.rate_bps(twice) == Approx(80 * kMbit / 6));
+  const auto done = run_all(net, static_cast<std::size_t>(twice) + 1, now);
+  for (const auto f : again) CHECK(done[f] > now);
+  CHECK(done[twice] > now);
+  CHECK(net.active_flows() == 0);
+}
