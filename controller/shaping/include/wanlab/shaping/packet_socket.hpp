@@ -27,8 +27,11 @@ struct RingGeometry {
   // frames hold several milliseconds of traffic even at 4 Gbit/s.
   Ring small{2048, 2048, 1024};
   // Super-frames (and any frame too large for a small slot): 64 KiB slots, each its own
-  // 64 KiB block; 256 of them hold ~16 MB, over 10 ms at 10 Gbit/s.
-  Ring big{65536, 256, 128};
+  // 64 KiB block. A slot holds one super-frame however few segments it carries (2.1 on
+  // average in a BubbleTea run), so 512 of them hold ~1.5 MB of TCP bursts, a few ms of
+  // the engine's thread off the CPU. 256 overflowed in 4 of 32 two-dc-1b runs (24-64
+  // frames, at a run's first iteration), 512 in none of 32 (bench/README.md).
+  Ring big{65536, 512, 128};
 };
 
 /// Largest frame a ring's slots carry (received or sent, with the virtio-net header).
