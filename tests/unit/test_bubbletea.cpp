@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -67,6 +68,14 @@ struct Awaited {
     std::unique_lock lock(m);
     return cv.wait_for(lock, limit, [&] { return outcome.has_value(); });
   }
+};
+
+// A GPU shared by training and one modeled prefill runner, at 1e12 FLOP/s.
+struct SharedGpu {
+  agent::GpuShare share;
+  Awaited done;
+  agent::PrefillRunner runner{share, 1e12, -1, done.callback()};
+  std::optional<agent::PrefillOutcome>& outcome = done.outcome;
 };
 
 }  // namespace
@@ -204,11 +213,9 @@ TEST_CASE("a dedicated inference GPU takes what fits in no bubble", "[bubbletea]
 
 TEST_CASE("training preempts a running prefill at the next layer boundary", "[bubbletea]") {
   using namespace std::chrono;
-  agent::GpuShare share;
-  Awaited done;
-  auto& outcome = done.outcome;
+  SharedGpu gpu;
+  auto& [share, done, runner, outcome] = gpu;
   // 20 layers of 5 ms (modeled at 1e12 FLOP/s).
-  agent::PrefillRunner runner(share, 1e12, -1, done.callback());
   run_one_job(runner, 20, 5e9);
   share.training_idle();  // no expectation of when training returns
   std::this_thread::sleep_for(milliseconds(22));
@@ -240,11 +247,9 @@ TEST_CASE("training preempts a running prefill at the next layer boundary", "[bu
 TEST_CASE("training whose data was in before its thread woke cuts the prefill at the boundary after that time",
           "[bubbletea]") {
   using namespace std::chrono;
-  agent::GpuShare share;
-  Awaited done;
-  auto& outcome = done.outcome;
+  SharedGpu gpu;
+  auto& [share, done, runner, outcome] = gpu;
   // 20 layers of 5 ms (modeled at 1e12 FLOP/s).
-  agent::PrefillRunner runner(share, 1e12, -1, done.callback());
   const auto start = agent::Clock::now();
   run_one_job(runner, 20, 5e9);
   share.training_idle();
@@ -279,10 +284,8 @@ TEST_CASE("training whose data was in before its thread woke cuts the prefill at
 
 TEST_CASE("a prefill begun after training wanted its GPU back runs no layer there", "[bubbletea]") {
   using namespace std::chrono;
-  agent::GpuShare share;
-  Awaited done;
-  auto& outcome = done.outcome;
-  agent::PrefillRunner runner(share, 1e12, -1, done.callback());  // 5 ms layers
+  SharedGpu gpu;  // 5 ms layers below
+  auto& [share, done, runner, outcome] = gpu;
   const auto wanted = agent::Clock::now();  // training's data is in from here on
   run_one_job(runner, 20, 5e9);
   std::this_thread::sleep_for(milliseconds(2));
