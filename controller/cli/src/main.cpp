@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
     cmd->add_option("--compute-jitter", f.compute_jitter,
                     "Simulator: each compute op takes its modeled time x (1 + u), u uniform in [-F, F], drawn per op "
                     "from the scenario's seed (default 0: identical pipelines stay in lockstep; the lab's modeled "
-                    "GPUs vary by about 5-10 % an op)")
+                    "GPUs run each op in its modeled time, but TCP serves bursts that start together unequally, "
+                    "which sets the lab's pipelines apart: bench/README.md, \"Cross-check against the lab\")")
         ->type_name("F");
     cmd->add_option("--timeline", f.timeline,
                     "Simulator: timeline.json with every GPU (full), one GPU per stage (per-stage) or none; auto "
