@@ -474,3 +474,16 @@ TEST_CASE("prefill in the simulator: placed in the bubbles, never on top of trai
   CHECK(sim::simulate_prefill(plan, again) == summary);
   CHECK(again == reports);
 }
+
+TEST_CASE("compute before each op, in one pass, equals compute_before() op by op", "[unit][sim]") {
+  auto s = shipped_scenario("three-dc-7b.json");
+  s.micro_batches = 16;
+  const auto plan = plan_of(s, core::load_topology(s.topology_path));
+  for (const int worker : {0, static_cast<int>(plan.workers.size()) / 2, static_cast<int>(plan.workers.size()) - 1}) {
+    const auto each = compute_before_each(plan, worker);
+    const auto& ops = plan.programs.at(static_cast<std::size_t>(worker)).ops;
+    REQUIRE(each.size() == ops.size() + 1);
+    for (std::size_t i = 0; i <= ops.size(); ++i) CHECK(each[i] == compute_before(plan, worker, i));
+    CHECK(each.back() > 0);
+  }
+}

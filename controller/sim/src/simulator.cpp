@@ -450,12 +450,15 @@ class Simulation {
 
   Nanos needed_at(std::uint32_t slot) {
     if (needed_at_.empty()) needed_at_.assign(slot_owner_.size(), -1);
-    auto& v = needed_at_[slot];
-    if (v < 0) {
+    if (needed_at_[slot] < 0) {
+      // Every slot of the group at once, in one pass over its program (one call of
+      // compute_before() per slot would scan the program again each time: quadratic in
+      // micro-batches).
       const auto& g = groups_[slot_owner_[slot]];
-      v = workload::compute_before(plan_, g.worker, slot - g.slot_base);
+      const auto each = workload::compute_before_each(plan_, g.worker);
+      for (std::size_t i = 0; i + 1 < each.size(); ++i) needed_at_[g.slot_base + i] = each[i];
     }
-    return v;
+    return needed_at_[slot];
   }
 
   void start_message_flow(std::uint32_t id, const std::vector<FlowNetwork::LinkId>& path, Nanos now) {

@@ -57,6 +57,21 @@ std::int64_t compute_before(const Plan& plan, int worker, std::size_t index) {
   return static_cast<std::int64_t>(s * 1e9);
 }
 
+std::vector<std::int64_t> compute_before_each(const Plan& plan, int worker) {
+  const auto& prog = plan.programs.at(static_cast<std::size_t>(worker));
+  const double flops_per_s = plan.effective_flops.at(static_cast<std::size_t>(worker));
+  std::vector<std::int64_t> out;
+  out.reserve(prog.ops.size() + 1);
+  double s = 0;
+  for (const auto& op : prog.ops) {
+    out.push_back(static_cast<std::int64_t>(s * 1e9));
+    if (op.kind == OpKind::forward || op.kind == OpKind::backward || op.kind == OpKind::optimizer)
+      s += op.flops / flops_per_s;
+  }
+  out.push_back(static_cast<std::int64_t>(s * 1e9));
+  return out;
+}
+
 std::uint64_t Plan::wan_bytes_total() const {
   std::uint64_t total = 0;
   for (const auto& l : wan_bytes_per_iteration) total += l.bytes;
