@@ -73,7 +73,6 @@ class GpuShare;
 class TpSync {
  public:
   explicit TpSync(int ranks) : ranks_(ranks) {}
-  /// Waits until every rank has arrived; false when `abort` was set meanwhile.
   /// Waits until every rank has arrived, each with the time its GPU could start the op;
   /// returns the latest of them, when the group starts (nothing when `abort` was set
   /// meanwhile).

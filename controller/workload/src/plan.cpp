@@ -47,14 +47,8 @@ std::uint64_t scaled_bytes(std::uint64_t bytes, double scale) {
 }
 
 std::int64_t compute_before(const Plan& plan, int worker, std::size_t index) {
-  const auto& prog = plan.programs.at(static_cast<std::size_t>(worker));
-  const double flops_per_s = plan.effective_flops.at(static_cast<std::size_t>(worker));
-  double s = 0;
-  for (std::size_t i = 0; i < index && i < prog.ops.size(); ++i) {
-    const auto k = prog.ops[i].kind;
-    if (k == OpKind::forward || k == OpKind::backward || k == OpKind::optimizer) s += prog.ops[i].flops / flops_per_s;
-  }
-  return static_cast<std::int64_t>(s * 1e9);
+  const auto each = compute_before_each(plan, worker);
+  return each[std::min(index, each.size() - 1)];
 }
 
 std::vector<std::int64_t> compute_before_each(const Plan& plan, int worker) {

@@ -70,8 +70,8 @@ inline constexpr double kWireOverhead = 1514.0 / 1448.0;
 /// transfers by when their receiver needs them (arbiter::TransferSpec::needed_at), in the
 /// lab and in the simulator alike.
 std::int64_t compute_before(const Plan& plan, int worker, std::size_t index);
-/// compute_before() for every index of the worker's program at once (element i for op i,
-/// one more for its end), in one pass: the same sums, to the ns.
+/// compute_before() for every index of the worker's program at once, in one pass (element
+/// i for op i, one more for its end).
 std::vector<std::int64_t> compute_before_each(const Plan& plan, int worker);
 
 /// The bytes a scenario puts on the wire for `bytes` of payload: x scale, rounded, at least 1.
