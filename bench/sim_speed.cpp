@@ -70,14 +70,13 @@ void BM_iteration(benchmark::State& state, const std::string& policy) {
   std::int64_t runs = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    last = sim::simulate(plan);
+    auto r = sim::simulate(plan);
     total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++runs;
-    benchmark::DoNotOptimize(last.reports.data());
+    benchmark::DoNotOptimize(r.groups.data());
+    last = std::move(r);  // the previous run's result is freed here, outside the timing
   }
-  std::int64_t end = 0;
-  for (const auto& r : last.reports)
-    for (const auto& it : r.iterations) end = std::max(end, it.end_ns);
+  const std::int64_t end = last.end_ns();
   state.SetComplexityN(gpus * mb);
   state.counters["gpus"] = static_cast<double>(gpus);
   state.counters["micro_batches"] = static_cast<double>(mb);
@@ -113,7 +112,7 @@ void BM_prefill(benchmark::State& state) {
   double total = 0;
   std::int64_t runs = 0;
   for (auto _ : state) {
-    auto reports = trained.reports;
+    auto reports = trained.reports();
     const auto t0 = std::chrono::steady_clock::now();
     summary = sim::simulate_prefill(plan, reports);
     total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -67,11 +67,12 @@ OneLinkPipelines one_link_pipelines(int d) {
 // When each stage-1 GPU got its activations: seconds after stage 0's forward ended, less
 // the one-way delay.
 std::vector<double> arrivals(const Scenario& s, const sim::SimResult& r, int d, double delay) {
-  const double t0 = static_cast<double>(first_span(r.reports[0], SpanKind::forward, 0)->end_ns) / 1e9;
+  const auto reps = r.reports();
+  const double t0 = static_cast<double>(first_span(reps[0], SpanKind::forward, 0)->end_ns) / 1e9;
   std::vector<double> out;
   for (int j = 0; j < d; ++j) {
     const auto* wait =
-        first_span(r.reports[static_cast<std::size_t>(worker_id(s.parallelism, 1, j, 0))], SpanKind::recv_wait, 0);
+        first_span(reps[static_cast<std::size_t>(worker_id(s.parallelism, 1, j, 0))], SpanKind::recv_wait, 0);
     REQUIRE(wait != nullptr);
     out.push_back(static_cast<double>(wait->end_ns) / 1e9 - t0 - delay);
   }
@@ -105,22 +106,23 @@ TEST_CASE("without contention the simulator gives execute()'s times on a shipped
   };
   const auto oracle = execute(plan.programs, s.iterations, modeled_compute(plan), comm);
 
-  REQUIRE(r.reports.size() == oracle.size());
+  const auto reps = r.reports();
+  REQUIRE(reps.size() == oracle.size());
   for (std::size_t w = 0; w < oracle.size(); ++w) {
     INFO("worker " << w);
-    REQUIRE(r.reports[w].iterations.size() == oracle[w].iterations.size());
+    REQUIRE(reps[w].iterations.size() == oracle[w].iterations.size());
     for (std::size_t i = 0; i < oracle[w].iterations.size(); ++i) {
-      CHECK(std::abs(r.reports[w].iterations[i].end_ns - oracle[w].iterations[i].end_ns) <= 2);
-      CHECK(std::abs(r.reports[w].iterations[i].start_ns - oracle[w].iterations[i].start_ns) <= 2);
+      CHECK(std::abs(reps[w].iterations[i].end_ns - oracle[w].iterations[i].end_ns) <= 2);
+      CHECK(std::abs(reps[w].iterations[i].start_ns - oracle[w].iterations[i].start_ns) <= 2);
     }
-    REQUIRE(r.reports[w].spans.size() == oracle[w].spans.size());
+    REQUIRE(reps[w].spans.size() == oracle[w].spans.size());
     for (std::size_t k = 0; k < oracle[w].spans.size(); ++k) {
-      CHECK(r.reports[w].spans[k].kind == oracle[w].spans[k].kind);
-      CHECK(std::abs(r.reports[w].spans[k].end_ns - oracle[w].spans[k].end_ns) <= 2);
+      CHECK(reps[w].spans[k].kind == oracle[w].spans[k].kind);
+      CHECK(std::abs(reps[w].spans[k].end_ns - oracle[w].spans[k].end_ns) <= 2);
     }
   }
   // And the summaries agree.
-  const auto a = summarize(plan, r.reports);
+  const auto a = summarize(plan, reps);
   const auto b = summarize(plan, oracle);
   CHECK(a.at("iteration_time_s").at("mean").get<double>() ==
         Approx(b.at("iteration_time_s").at("mean").get<double>()).epsilon(1e-6));
@@ -266,8 +268,9 @@ TEST_CASE("slow start: a message on a fresh connection takes log2(S / IW + 1) ro
     opt.tcp_window_bytes = 1e12;
     opt.slow_start = slow_start;
     const auto r = sim::simulate(plan, opt);
-    const double t0 = static_cast<double>(first_span(r.reports[0], SpanKind::forward, 0)->end_ns) / 1e9;
-    const auto* wait = first_span(r.reports[static_cast<std::size_t>(worker_id(s.parallelism, 1, 0, 0))],
+    const auto reps = r.reports();
+    const double t0 = static_cast<double>(first_span(reps[0], SpanKind::forward, 0)->end_ns) / 1e9;
+    const auto* wait = first_span(reps[static_cast<std::size_t>(worker_id(s.parallelism, 1, 0, 0))],
                                   SpanKind::recv_wait, 0);
     REQUIRE(wait != nullptr);
     return static_cast<double>(wait->end_ns) / 1e9 - t0;
@@ -291,6 +294,7 @@ TEST_CASE("a ring all-reduce takes 2(n-1) chunk transfers after its last rank en
   sim::SimOptions opt;
   opt.lan_rate_bps = 10e9;
   const auto r = sim::simulate(plan, opt);
+  const auto reps = r.reports();
   for (int stage = 0; stage < 3; ++stage) {
     const auto& cost = plan.stages.at(static_cast<std::size_t>(stage));
     const auto bytes = scaled_bytes(cost.gradient_bytes_per_gpu, run_lan_scale(s));  // a ring inside one DC
@@ -299,7 +303,7 @@ TEST_CASE("a ring all-reduce takes 2(n-1) chunk transfers after its last rank en
     for (int it = 0; it < s.iterations; ++it) {
       std::int64_t last_entry = 0, end = 0;
       for (int d = 0; d < 4; ++d) {
-        const auto* ar = first_span(r.reports.at(static_cast<std::size_t>(worker_id(s.parallelism, stage, d, 5))),
+        const auto* ar = first_span(reps.at(static_cast<std::size_t>(worker_id(s.parallelism, stage, d, 5))),
                                     SpanKind::allreduce, it);
         REQUIRE(ar != nullptr);
         last_entry = std::max(last_entry, ar->start_ns);
@@ -324,18 +328,18 @@ TEST_CASE("link rates follow a trace", "[unit][sim]") {
   for (std::size_t i = 0; i < topo.links.size(); ++i)
     at_start.traces.push_back({i, {{0, static_cast<double>(halved.links[i].params.rate.bps)}}, 0});
   const auto stepped = sim::simulate(plan_of(s, topo), at_start);
-  CHECK(stepped.reports == slow.reports);
-  CHECK(iteration_ends(slow.reports).back() > iteration_ends(base.reports).back());
+  CHECK(stepped.reports() == slow.reports());
+  CHECK(iteration_ends(slow.reports()).back() > iteration_ends(base.reports()).back());
 
   // A step after the first iteration leaves it alone and slows the later ones.
-  const auto first_end = iteration_ends(base.reports).front();
+  const auto first_end = iteration_ends(base.reports()).front();
   sim::SimOptions later;
   for (std::size_t i = 0; i < topo.links.size(); ++i)
     later.traces.push_back({i, {{first_end + 1, static_cast<double>(halved.links[i].params.rate.bps)}}, 0});
   const auto changed = sim::simulate(plan_of(s, topo), later);
-  const auto ends = iteration_ends(changed.reports);
+  const auto ends = iteration_ends(changed.reports());
   CHECK(ends.front() == first_end);
-  const auto base_ends = iteration_ends(base.reports);
+  const auto base_ends = iteration_ends(base.reports());
   CHECK(ends.back() - ends.front() > base_ends.back() - base_ends.front());
 }
 
@@ -345,15 +349,47 @@ TEST_CASE("the simulator is deterministic and reports every worker", "[unit][sim
   const auto plan = plan_of(s, core::load_topology(s.topology_path));
   const auto a = sim::simulate(plan);
   const auto b = sim::simulate(plan);
-  CHECK(a.reports == b.reports);
+  const auto reps = a.reports();
+  CHECK(reps == b.reports());
   CHECK(a.windows.size() == b.windows.size());
-  REQUIRE(a.reports.size() == plan.workers.size());
-  for (std::size_t w = 0; w < a.reports.size(); ++w) CHECK(a.reports[w].worker == static_cast<int>(w));
+  REQUIRE(reps.size() == plan.workers.size());
+  for (std::size_t w = 0; w < reps.size(); ++w) CHECK(reps[w].worker == static_cast<int>(w));
   CHECK(!a.windows.empty());
   CHECK(a.stats.simulated_workers == plan.workers.size() / 8);
+  REQUIRE(a.groups.size() == plan.workers.size() / 8);
   // summary and timeline accept the reports as they are.
-  CHECK(summarize(plan, a.reports).at("iteration_time_s").at("mean").get<double>() > 0);
-  CHECK(chrome_trace(plan, a.reports).at("traceEvents").size() > 0);
+  const auto summary = summarize(plan, reps);
+  CHECK(summary.at("iteration_time_s").at("mean").get<double>() > 0);
+  CHECK(chrome_trace(plan, reps).at("traceEvents").size() > 0);
+  // A TP rank's own report is its group's with its own worker id and its own peers.
+  const int w = worker_id(s.parallelism, 1, 2, 5);
+  const auto& group = a.groups.at(static_cast<std::size_t>(worker_id(s.parallelism, 1, 2, 0) / 8));
+  const auto& own = reps.at(static_cast<std::size_t>(w));
+  CHECK(own == a.report(w));
+  REQUIRE(own.spans.size() == group.spans.size());
+  int peers = 0;
+  for (std::size_t k = 0; k < own.spans.size(); ++k) {
+    CHECK(own.spans[k].start_ns == group.spans[k].start_ns);
+    CHECK(own.spans[k].end_ns == group.spans[k].end_ns);
+    if (group.spans[k].peer < 0) continue;
+    ++peers;
+    CHECK(own.spans[k].peer == group.spans[k].peer + 5);
+    CHECK(plan.workers.at(static_cast<std::size_t>(own.spans[k].peer)).tp_rank == 5);
+  }
+  CHECK(peers > 0);
+  CHECK_THROWS_AS(a.report(static_cast<int>(plan.workers.size())), std::out_of_range);
+  CHECK_THROWS_AS(a.report(-1), std::out_of_range);
+  // Without the copies: the same summary, the same end, the same subsets.
+  CHECK(summarize(plan, a.by_worker()) == summary);
+  std::int64_t end = 0;
+  for (const auto& r : reps) end = std::max(end, r.iterations.back().end_ns);
+  CHECK(a.end_ns() == end);
+  const std::vector<int> keep{0, w, static_cast<int>(plan.workers.size()) - 1};
+  const auto x = sim::subset(plan, a, keep);
+  const auto y = sim::subset(plan, reps, keep);
+  CHECK(x.reports == y.reports);
+  CHECK(x.plan.workers.size() == 3);
+  CHECK_THROWS_AS(sim::subset(plan, a, {static_cast<int>(plan.workers.size())}), std::invalid_argument);
 }
 
 TEST_CASE("compute jitter: each op within +-j of its modeled time, repeatable, and lockstep pipelines drift apart",
@@ -367,14 +403,16 @@ TEST_CASE("compute jitter: each op within +-j of its modeled time, repeatable, a
   opt.compute_jitter = 0.05;
   const auto a = sim::simulate(plan, opt);
   const auto b = sim::simulate(plan, opt);
-  CHECK(a.reports == b.reports);  // the scenario's seed: the same run every time
-  REQUIRE(a.reports.size() == lockstep.reports.size());
+  CHECK(a.reports() == b.reports());  // the scenario's seed: the same run every time
+  const auto a_reps = a.reports();
+  const auto l_reps = lockstep.reports();
+  REQUIRE(a_reps.size() == l_reps.size());
   // Op by op (program order), against the FLOP model's time.
   int compute = 0, changed = 0;
   double lo = 2, hi = 0;
-  for (std::size_t w = 0; w < a.reports.size(); ++w) {
-    const auto& x = a.reports[w].spans;
-    const auto& y = lockstep.reports[w].spans;
+  for (std::size_t w = 0; w < a_reps.size(); ++w) {
+    const auto& x = a_reps[w].spans;
+    const auto& y = l_reps[w].spans;
     REQUIRE(x.size() == y.size());
     for (std::size_t i = 0; i < x.size(); ++i) {
       if (x[i].kind != program::SpanKind::forward && x[i].kind != program::SpanKind::backward) continue;
@@ -398,8 +436,8 @@ TEST_CASE("compute jitter: each op within +-j of its modeled time, repeatable, a
   // Identical pipelines in lockstep send at the same instant and share the WAN link every
   // time; drifted apart, one's transfer overlaps another's compute (two-dc-1b: 0.983 s ->
   // 0.947 s at 5 %).
-  const double t0 = summarize(plan, lockstep.reports).at("iteration_time_s").at("mean").get<double>();
-  const double t1 = summarize(plan, a.reports).at("iteration_time_s").at("mean").get<double>();
+  const double t0 = summarize(plan, lockstep.reports()).at("iteration_time_s").at("mean").get<double>();
+  const double t1 = summarize(plan, a.reports()).at("iteration_time_s").at("mean").get<double>();
   CHECK(t1 < 0.98 * t0);
 }
 
@@ -427,13 +465,13 @@ TEST_CASE("prefill in the simulator: placed in the bubbles, never on top of trai
   REQUIRE(s.prefill);
   const auto plan = plan_of(s, core::load_topology(s.topology_path));
   const auto trained = sim::simulate(plan);
-  auto reports = trained.reports;
+  auto reports = trained.reports();
   const auto summary = sim::simulate_prefill(plan, reports);
 
   // Training is not moved; every GPU ran prefill only where it did not compute.
   std::size_t prefill_spans = 0;
   for (std::size_t w = 0; w < reports.size(); ++w) {
-    CHECK(reports[w].iterations == trained.reports[w].iterations);
+    CHECK(reports[w].iterations == trained.report(static_cast<int>(w)).iterations);
     std::vector<std::pair<std::int64_t, std::int64_t>> busy;
     for (const auto& span : reports[w].spans)
       if (span.kind == SpanKind::forward || span.kind == SpanKind::backward || span.kind == SpanKind::optimizer ||
@@ -449,7 +487,7 @@ TEST_CASE("prefill in the simulator: placed in the bubbles, never on top of trai
   }
   CHECK(prefill_spans > 1000);
   // What the load offered over the run (550 requests/s), placed and completed mostly.
-  const auto ends = iteration_ends(trained.reports);
+  const auto ends = iteration_ends(trained.reports());
   const double run_s = static_cast<double>(ends.back()) / 1e9;
   CHECK(summary["requests"].get<double>() == Approx(550 * run_s).epsilon(0.05));
   CHECK(summary["completed"].get<double>() > 0.6 * summary["requests"].get<double>());
@@ -465,12 +503,12 @@ TEST_CASE("prefill in the simulator: placed in the bubbles, never on top of trai
   CHECK(summary["loadgen"] == "use-0");
   CHECK(summary["decode"] == nlohmann::json::array({"use-1", "usw-1", "euw-1"}));
   // The GPUs are far busier with the load than without it.
-  const auto before = summarize(plan, trained.reports)["gpu_utilization"]["mean"].get<double>();
+  const auto before = summarize(plan, trained.reports())["gpu_utilization"]["mean"].get<double>();
   const auto after = summarize(plan, reports)["gpu_utilization"]["mean"].get<double>();
   CHECK(before < 0.1);
   CHECK(after > 0.6);
   // Same input, same result.
-  auto again = trained.reports;
+  auto again = trained.reports();
   CHECK(sim::simulate_prefill(plan, again) == summary);
   CHECK(again == reports);
 }

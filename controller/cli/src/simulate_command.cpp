@@ -135,12 +135,17 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
       auto r = sim::simulate(plan, options);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       // BubbleTea: the prefill load placed into the simulated run's bubbles (sim/prefill.hpp).
+      // Prefill runs on each GPU of its own, so then every worker needs its own report;
+      // otherwise the TP ranks of a group share their group's (sim::SimResult::groups).
       std::optional<json> prefill;
-      if (scen.prefill) prefill = sim::simulate_prefill(plan, r.reports, options);
+      std::vector<program::WorkerReport> own;
+      if (scen.prefill) {
+        own = r.reports();
+        prefill = sim::simulate_prefill(plan, own, options);
+      }
+      const auto reports = scen.prefill ? workload::by_worker(plan, own) : r.by_worker();
 
-      std::int64_t end_ns = 0;
-      for (const auto& rep : r.reports)
-        for (const auto& it : rep.iterations) end_ns = std::max(end_ns, it.end_ns);
+      const std::int64_t end_ns = r.end_ns();
       std::vector<run::LinkSample> samples;
       for (const auto& l : r.wan)
         samples.push_back({static_cast<double>(end_ns) / 1e9, l.src, l.dst, static_cast<std::uint64_t>(std::llround(l.wire_bytes)),
@@ -154,7 +159,7 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
       meta.scenario_file = scenario_file;
       for (const auto& l : topo.links)
         meta.rate_bps.push_back(static_cast<std::uint64_t>(std::llround(static_cast<double>(l.params.rate.bps) * scen.scale)));
-      auto summary = run::make_summary(plan, topo, r.reports, samples, meta);
+      auto summary = run::make_summary(plan, topo, reports, samples, meta);
       if (prefill) summary["prefill"] = std::move(*prefill);
       const auto timeline = timeline_mode(flags, plan.workers.size());
       all_full = all_full && timeline == "full";
@@ -182,9 +187,11 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
       }
       write_text_file(folder / "scenario.json", scen_json.dump(2) + "\n");
       if (timeline == "full") {
-        write_text_file(folder / "timeline.json", workload::chrome_trace(plan, r.reports).dump() + "\n");
+        write_text_file(folder / "timeline.json",
+                        workload::chrome_trace(plan, scen.prefill ? own : r.reports()).dump() + "\n");
       } else if (timeline == "per-stage") {
-        const auto sub = sim::subset(plan, r.reports, per_stage_workers(plan));
+        const auto sub = scen.prefill ? sim::subset(plan, own, per_stage_workers(plan))
+                                      : sim::subset(plan, r, per_stage_workers(plan));
         write_text_file(folder / "timeline.json", workload::chrome_trace(sub.plan, sub.reports).dump() + "\n");
       }
       const auto num = [&](const char* pointer) { return bench::number(summary, pointer).value_or(0.0); };

@@ -97,11 +97,16 @@ nlohmann::json tcp_summary(const workload::Plan& plan, const std::vector<TcpSamp
 nlohmann::json make_summary(const workload::Plan& plan, const core::Topology& topo,
                             const std::vector<program::WorkerReport>& reports, const std::vector<LinkSample>& samples,
                             const RunMeta& meta) {
+  return make_summary(plan, topo, workload::by_worker(plan, reports), samples, meta);
+}
+
+nlohmann::json make_summary(const workload::Plan& plan, const core::Topology& topo, const workload::ReportRefs& reports,
+                            const std::vector<LinkSample>& samples, const RunMeta& meta) {
   auto s = workload::summarize(plan, reports);
   // The run's length on the wire: from the start barrier to the end of the last iteration.
   std::int64_t end_ns = 0;
-  for (const auto& r : reports)
-    for (const auto& it : r.iterations) end_ns = std::max(end_ns, it.end_ns);
+  for (const auto* r : reports)
+    for (const auto& it : r->iterations) end_ns = std::max(end_ns, it.end_ns);
   const double run_s = static_cast<double>(end_ns) / 1e9;
 
   std::map<std::pair<std::size_t, std::size_t>, LinkSample> last;

@@ -78,6 +78,18 @@ class Simulation {
   }
 
  private:
+  // One op of a simulated program, what the event loop reads of it, in one array by slot
+  // (ops_): the TP rank-0 programs' ops side by side, half an Op's size, not scattered
+  // among the other ranks' programs (at 16,384 GPUs the plan's programs span hundreds of MB).
+  struct SimOp {
+    OpKind kind = OpKind::forward;
+    bool gradient = false;  // send: an odd tag, a gradient (else an activation)
+    int microbatch = -1;
+    int peer = -1;
+    std::uint32_t target = kNone;  // send: the receiver's slot
+    std::uint64_t bytes = 0;
+    double seconds = 0;  // compute: FLOPs / the worker's effective FLOP/s
+  };
   struct Group {
     int worker = 0;  // TP rank 0 of its (stage, replica)
     const program::WorkerProgram* prog = nullptr;
@@ -90,8 +102,8 @@ class Simulation {
     std::uint32_t wait_slot = kNone;
     Nanos wait_from = 0;
     int allreduce_seq = 0;
-    std::uint32_t slot_base = 0;             // slot of op i: slot_base + i
-    std::vector<std::uint32_t> send_target;  // per op: the receiver's slot (sends)
+    std::uint32_t slot_base = 0;  // slot of op i: slot_base + i (ops_)
+    std::size_t nops = 0;
     program::WorkerReport report;
     bool done = false;
   };
@@ -214,32 +226,73 @@ class Simulation {
       gr.dc = w.dc;
       gr.node = node_base_.at(w.dc) + static_cast<std::size_t>(w.node);
       gr.slot_base = slots;
-      slots += static_cast<std::uint32_t>(gr.prog->ops.size());
+      gr.nops = gr.prog->ops.size();
+      slots += static_cast<std::uint32_t>(gr.nops);
       gr.report.worker = gr.worker;
     }
-    // Each send's matching recv.
-    for (auto& gr : groups_) {
-      gr.send_target.assign(gr.prog->ops.size(), kNone);
-      for (std::size_t i = 0; i < gr.prog->ops.size(); ++i) {
+    // One pass over the plan's programs: the ops the event loop reads (ops_), every recv,
+    // and every send to match to its recv.
+    // Each send's matching recv: the receiver's recvs sorted by (sender, tag), one flat
+    // table with a range per receiver, searched per send (a scan of the receiver's program
+    // per send was quadratic in micro-batches). A tag repeated between one pair matches
+    // its last recv, as the scan did.
+    struct Recv {
+      int peer = 0;
+      std::uint32_t tag = 0;
+      std::uint32_t slot = 0;
+    };
+    struct Send {
+      std::uint32_t group = 0;
+      std::uint32_t slot = 0;
+      std::uint32_t tag = 0;
+    };
+    const auto by_peer_tag = [](const Recv& a, const Recv& b) { return std::tie(a.peer, a.tag) < std::tie(b.peer, b.tag); };
+    std::vector<Recv> recvs;
+    std::vector<Send> sends;
+    std::vector<std::size_t> recv_begin(groups_.size() + 1, 0);
+    ops_.resize(slots);
+    for (std::uint32_t gi = 0; gi < groups_.size(); ++gi) {
+      auto& gr = groups_[gi];
+      const double flops_per_s = plan_.effective_flops.at(static_cast<std::size_t>(gr.worker));
+      recv_begin[gi] = recvs.size();
+      for (std::size_t i = 0; i < gr.nops; ++i) {
         const auto& op = gr.prog->ops[i];
-        if (op.kind != OpKind::send) continue;
-        const auto dst = group_of(op.peer);
-        const auto& rops = groups_[dst].prog->ops;
-        for (std::size_t j = 0; j < rops.size(); ++j)
-          if (rops[j].kind == OpKind::recv && rops[j].peer == gr.worker && rops[j].tag == op.tag)
-            gr.send_target[i] = groups_[dst].slot_base + static_cast<std::uint32_t>(j);
-        if (gr.send_target[i] == kNone)
-          throw std::invalid_argument(fmt::format("simulate: worker {} sends tag {} to worker {}, which never receives it",
-                                                  gr.worker, op.tag, op.peer));
-        if (gr.dc != groups_[dst].dc && link_of_[gr.dc][groups_[dst].dc] == kNoLink)
-          throw std::invalid_argument(fmt::format("simulate: lab {} has no WAN link from DC {} to DC {}",
-                                                  plan_.topology.name, plan_.topology.dcs[gr.dc].name,
-                                                  plan_.topology.dcs[groups_[dst].dc].name));
+        const auto slot = gr.slot_base + static_cast<std::uint32_t>(i);
+        auto& o = ops_[slot];
+        o.kind = op.kind;
+        o.gradient = op.tag % 2 != 0;
+        o.microbatch = op.microbatch;
+        o.peer = op.peer;
+        o.bytes = op.bytes;
+        if (op.kind == OpKind::forward || op.kind == OpKind::backward || op.kind == OpKind::optimizer)
+          o.seconds = op.flops / flops_per_s;
+        if (op.kind == OpKind::recv) recvs.push_back({op.peer, op.tag, slot});
+        if (op.kind == OpKind::send) sends.push_back({gi, slot, op.tag});
       }
+      std::stable_sort(recvs.begin() + static_cast<std::ptrdiff_t>(recv_begin[gi]), recvs.end(), by_peer_tag);
+      // The spans it will report: at most one per op and iteration.
+      gr.report.spans.reserve(gr.nops * static_cast<std::size_t>(std::max(sc_.iterations, 0)));
+    }
+    recv_begin[groups_.size()] = recvs.size();
+    for (const auto& x : sends) {
+      const auto& gr = groups_[x.group];
+      auto& op = ops_[x.slot];
+      const auto dst = group_of(op.peer);
+      const auto first = recvs.begin() + static_cast<std::ptrdiff_t>(recv_begin[dst]);
+      const auto last = recvs.begin() + static_cast<std::ptrdiff_t>(recv_begin[dst + 1]);
+      const auto it = std::upper_bound(first, last, Recv{gr.worker, x.tag, 0}, by_peer_tag);
+      if (it != first && std::prev(it)->peer == gr.worker && std::prev(it)->tag == x.tag) op.target = std::prev(it)->slot;
+      if (op.target == kNone)
+        throw std::invalid_argument(fmt::format("simulate: worker {} sends tag {} to worker {}, which never receives it",
+                                                gr.worker, x.tag, op.peer));
+      if (gr.dc != groups_[dst].dc && link_of_[gr.dc][groups_[dst].dc] == kNoLink)
+        throw std::invalid_argument(fmt::format("simulate: lab {} has no WAN link from DC {} to DC {}",
+                                                plan_.topology.name, plan_.topology.dcs[gr.dc].name,
+                                                plan_.topology.dcs[groups_[dst].dc].name));
     }
     slot_owner_.resize(slots);
     for (std::uint32_t g = 0; g < groups_.size(); ++g)
-      for (std::size_t i = 0; i < groups_[g].prog->ops.size(); ++i) slot_owner_[groups_[g].slot_base + i] = g;
+      for (std::size_t i = 0; i < groups_[g].nops; ++i) slot_owner_[groups_[g].slot_base + i] = g;
   }
 
   // ---- events ----
@@ -324,25 +377,23 @@ class Simulation {
 
   void advance(std::uint32_t gi, Nanos now) {
     auto& g = groups_[gi];
-    const auto& ops = g.prog->ops;
     g.t = now;
     while (g.iteration < sc_.iterations) {
       if (g.pc == 0 && g.allreduce_seq == 0 && g.report.iterations.size() == static_cast<std::size_t>(g.iteration))
         g.report.iterations.push_back({g.t, g.t});
-      if (g.pc == ops.size()) {
+      if (g.pc == g.nops) {
         g.report.iterations.back().end_ns = g.t;
         ++g.iteration;
         g.pc = 0;
         g.allreduce_seq = 0;
         continue;
       }
-      const auto& op = ops[g.pc];
+      const auto& op = ops_[g.slot_base + g.pc];
       switch (op.kind) {
         case OpKind::forward:
         case OpKind::backward:
         case OpKind::optimizer: {
-          const double flops_per_s = plan_.effective_flops.at(static_cast<std::size_t>(g.worker));
-          double seconds = op.flops / flops_per_s;
+          double seconds = op.seconds;
           if (opt_.compute_jitter > 0) seconds *= 1 + jitter_(jitter_rng_);
           const auto d = static_cast<Nanos>(std::llround(seconds * 1e9));
           g.report.spans.push_back(Span{program::compute_span_kind(op.kind), g.iteration, op.microbatch, g.t, g.t + d, 0, -1});
@@ -356,7 +407,7 @@ class Simulation {
           break;
         }
         case OpKind::send:
-          send(gi, op, g.send_target[g.pc], now);
+          send(gi, op, now);
           ++g.pc;
           break;
         case OpKind::recv: {
@@ -372,14 +423,14 @@ class Simulation {
           break;
         }
         case OpKind::allreduce:
-          if (op.ring.size() < 2) {
+          if (g.prog->ops[g.pc].ring.size() < 2) {
             ++g.pc;
             ++g.allreduce_seq;
             break;
           }
           g.wait = Group::Wait::allreduce;
           g.wait_from = g.t;
-          enter_collective(gi, op, now);
+          enter_collective(gi, g.prog->ops[g.pc], now);
           return;
       }
     }
@@ -391,8 +442,9 @@ class Simulation {
            static_cast<std::uint64_t>(iteration);
   }
 
-  void send(std::uint32_t gi, const Op& op, std::uint32_t slot, Nanos now) {
+  void send(std::uint32_t gi, const SimOp& op, Nanos now) {
     auto& g = groups_[gi];
+    const auto slot = op.target;
     const auto dst = slot_owner_[slot];
     Message m;
     m.src = gi;
@@ -423,7 +475,7 @@ class Simulation {
     }
   }
 
-  void request_window(std::uint32_t id, const Op& op, Nanos now) {
+  void request_window(std::uint32_t id, const SimOp& op, Nanos now) {
     auto& m = messages_[id];
     const auto& src = groups_[m.src];
     const auto& dst = groups_[m.dst];
@@ -433,7 +485,7 @@ class Simulation {
     arbiter::TransferSpec spec;
     spec.link = {l.src, l.dst};
     spec.bytes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(m.payload * workload::kWireOverhead)));
-    spec.kind = op.tag % 2 == 0 ? arbiter::TransferKind::activation : arbiter::TransferKind::gradient;
+    spec.kind = op.gradient ? arbiter::TransferKind::gradient : arbiter::TransferKind::activation;
     spec.iteration = m.iteration;
     spec.pipeline = ws.dp_rank;
     spec.src_stage = ws.stage;
@@ -695,7 +747,7 @@ class Simulation {
     }
     auto& d = groups_[m.dst];
     if (d.wait == Group::Wait::recv && d.wait_slot == m.slot && d.iteration == m.iteration) {
-      const auto& op = d.prog->ops[d.pc];
+      const auto& op = ops_[d.slot_base + d.pc];
       if (now > d.wait_from)
         d.report.spans.push_back(Span{SpanKind::recv_wait, d.iteration, op.microbatch, d.wait_from, now, op.bytes, op.peer});
       d.wait = Group::Wait::none;
@@ -769,7 +821,7 @@ class Simulation {
     auto& c = collectives_[ci];
     for (std::size_t i = 0; i < c.members.size(); ++i) {
       auto& g = groups_[c.members[i]];
-      const auto& op = g.prog->ops[g.pc];
+      const auto& op = ops_[g.slot_base + g.pc];
       g.report.spans.push_back(Span{SpanKind::allreduce, g.iteration, -1, c.entry[i], now, op.bytes, -1});
       g.wait = Group::Wait::none;
       ++g.pc;
@@ -826,16 +878,11 @@ class Simulation {
 
   SimResult result() {
     SimResult r;
-    r.reports.reserve(plan_.workers.size());
+    r.tp = tp_;
+    r.groups.reserve(groups_.size());
     for (auto& g : groups_) {
-      for (int t = 0; t < tp_; ++t) {
-        program::WorkerReport rep = t + 1 == tp_ ? std::move(g.report) : g.report;
-        rep.worker = g.worker + t;
-        if (t > 0)
-          for (auto& s : rep.spans)
-            if (s.peer >= 0) s.peer += t;
-        r.reports.push_back(std::move(rep));
-      }
+      g.report.worker = g.worker;
+      r.groups.push_back(std::move(g.report));
     }
     r.wan = totals_;
     r.windows = arb_->windows();
@@ -878,6 +925,7 @@ class Simulation {
   std::vector<FlowNetwork::LinkId> node_up_, node_down_;
 
   std::vector<Group> groups_;
+  std::vector<SimOp> ops_;  // by slot
   std::vector<std::uint32_t> slot_owner_;
   std::vector<Nanos> needed_at_;
   std::vector<Message> messages_;
@@ -901,21 +949,56 @@ SimResult simulate(const workload::Plan& plan, const SimOptions& options) {
   return Simulation(plan, options).run();
 }
 
-PlanSubset subset(const workload::Plan& plan, const std::vector<program::WorkerReport>& reports,
-                  const std::vector<int>& keep) {
+program::WorkerReport SimResult::report(int worker) const {
+  if (worker < 0 || tp < 1 || static_cast<std::size_t>(worker / tp) >= groups.size())
+    throw std::out_of_range(fmt::format("simulated run: no worker {} ({} TP groups of {})", worker, groups.size(), tp));
+  const auto& g = groups[static_cast<std::size_t>(worker / tp)];
+  const int t = worker - g.worker;
+  program::WorkerReport rep = g;
+  rep.worker = worker;
+  if (t != 0)
+    for (auto& s : rep.spans)
+      if (s.peer >= 0) s.peer += t;
+  return rep;
+}
+
+std::vector<program::WorkerReport> SimResult::reports() const {
+  std::vector<program::WorkerReport> out;
+  out.reserve(groups.size() * static_cast<std::size_t>(std::max(tp, 1)));
+  for (std::size_t w = 0; w < groups.size() * static_cast<std::size_t>(std::max(tp, 1)); ++w)
+    out.push_back(report(static_cast<int>(w)));
+  return out;
+}
+
+workload::ReportRefs SimResult::by_worker() const {
+  workload::ReportRefs out;
+  out.reserve(groups.size() * static_cast<std::size_t>(std::max(tp, 1)));
+  for (const auto& g : groups)
+    for (int t = 0; t < tp; ++t) out.push_back(&g);
+  return out;
+}
+
+std::int64_t SimResult::end_ns() const {
+  std::int64_t end = 0;
+  for (const auto& g : groups)
+    for (const auto& it : g.iterations) end = std::max(end, it.end_ns);
+  return end;
+}
+
+namespace {
+template <class ReportOf>
+PlanSubset subset_of(const workload::Plan& plan, const std::vector<int>& keep, ReportOf report_of) {
   PlanSubset out;
   out.plan.scenario = plan.scenario;
   out.plan.topology = plan.topology;
   out.plan.stages = plan.stages;
   out.plan.pipeline_message_bytes = plan.pipeline_message_bytes;
   out.plan.wan_bytes_per_iteration = plan.wan_bytes_per_iteration;
-  std::vector<const program::WorkerReport*> by_worker(plan.workers.size(), nullptr);
-  for (const auto& r : reports)
-    if (r.worker >= 0 && static_cast<std::size_t>(r.worker) < by_worker.size()) by_worker[static_cast<std::size_t>(r.worker)] = &r;
   int id = 0;
   for (const int w : keep) {
-    if (w < 0 || static_cast<std::size_t>(w) >= plan.workers.size() || by_worker[static_cast<std::size_t>(w)] == nullptr)
-      throw std::invalid_argument(fmt::format("subset: no worker {} in the plan or its reports", w));
+    std::optional<program::WorkerReport> rep;
+    if (w >= 0 && static_cast<std::size_t>(w) < plan.workers.size()) rep = report_of(w);
+    if (!rep) throw std::invalid_argument(fmt::format("subset: no worker {} in the plan or its reports", w));
     auto p = plan.workers[static_cast<std::size_t>(w)];
     p.worker = id;
     out.plan.workers.push_back(p);
@@ -923,12 +1006,30 @@ PlanSubset subset(const workload::Plan& plan, const std::vector<program::WorkerR
     prog.worker = id;
     out.plan.programs.push_back(std::move(prog));
     out.plan.effective_flops.push_back(plan.effective_flops[static_cast<std::size_t>(w)]);
-    auto r = *by_worker[static_cast<std::size_t>(w)];
-    r.worker = id;
-    out.reports.push_back(std::move(r));
+    rep->worker = id;
+    out.reports.push_back(std::move(*rep));
     ++id;
   }
   return out;
+}
+}  // namespace
+
+PlanSubset subset(const workload::Plan& plan, const std::vector<program::WorkerReport>& reports,
+                  const std::vector<int>& keep) {
+  std::vector<const program::WorkerReport*> by_worker(plan.workers.size(), nullptr);
+  for (const auto& r : reports)
+    if (r.worker >= 0 && static_cast<std::size_t>(r.worker) < by_worker.size()) by_worker[static_cast<std::size_t>(r.worker)] = &r;
+  return subset_of(plan, keep, [&](int w) -> std::optional<program::WorkerReport> {
+    if (const auto* r = by_worker[static_cast<std::size_t>(w)]) return *r;
+    return std::nullopt;
+  });
+}
+
+PlanSubset subset(const workload::Plan& plan, const SimResult& result, const std::vector<int>& keep) {
+  return subset_of(plan, keep, [&](int w) -> std::optional<program::WorkerReport> {
+    if (static_cast<std::size_t>(w / std::max(result.tp, 1)) >= result.groups.size()) return std::nullopt;
+    return result.report(w);
+  });
 }
 
 }  // namespace wanlab::sim

@@ -24,10 +24,20 @@ std::int64_t overlap(const Span& s, std::int64_t from, std::int64_t to) {
   return std::max<std::int64_t>(0, std::min(s.end_ns, to) - std::max(s.start_ns, from));
 }
 
-// Reports by worker id, checked against the plan.
-std::vector<const program::WorkerReport*> by_worker(const Plan& plan, const std::vector<program::WorkerReport>& reports,
-                                                    bool need_iterations) {
-  std::vector<const program::WorkerReport*> out(plan.workers.size(), nullptr);
+// Every worker has a report, with iterations enough when they are needed.
+void check(const Plan& plan, const ReportRefs& refs, bool need_iterations) {
+  if (refs.size() != plan.workers.size())
+    throw std::invalid_argument(fmt::format("{} reports for the plan's {} workers", refs.size(), plan.workers.size()));
+  for (std::size_t w = 0; w < refs.size(); ++w) {
+    if (refs[w] == nullptr) throw std::invalid_argument(fmt::format("no report of worker {}", w));
+    if (need_iterations && refs[w]->iterations.size() < static_cast<std::size_t>(plan.scenario.iterations))
+      throw std::invalid_argument(fmt::format("worker {} reports {} of the scenario's {} iterations", w,
+                                              refs[w]->iterations.size(), plan.scenario.iterations));
+  }
+}
+
+ReportRefs indexed(const Plan& plan, const std::vector<program::WorkerReport>& reports) {
+  ReportRefs out(plan.workers.size(), nullptr);
   for (const auto& r : reports) {
     if (r.worker < 0 || static_cast<std::size_t>(r.worker) >= out.size())
       throw std::invalid_argument(
@@ -35,12 +45,6 @@ std::vector<const program::WorkerReport*> by_worker(const Plan& plan, const std:
     if (out[static_cast<std::size_t>(r.worker)] != nullptr)
       throw std::invalid_argument(fmt::format("two reports of worker {}", r.worker));
     out[static_cast<std::size_t>(r.worker)] = &r;
-  }
-  for (std::size_t w = 0; w < out.size(); ++w) {
-    if (out[w] == nullptr) throw std::invalid_argument(fmt::format("no report of worker {}", w));
-    if (need_iterations && out[w]->iterations.size() < static_cast<std::size_t>(plan.scenario.iterations))
-      throw std::invalid_argument(fmt::format("worker {} reports {} of the scenario's {} iterations", w,
-                                              out[w]->iterations.size(), plan.scenario.iterations));
   }
   return out;
 }
@@ -65,9 +69,19 @@ double quantile(std::vector<double> values, double q) {
   return values[lo] + (values[hi] - values[lo]) * (rank - static_cast<double>(lo));
 }
 
+ReportRefs by_worker(const Plan& plan, const std::vector<program::WorkerReport>& reports) {
+  auto out = indexed(plan, reports);
+  check(plan, out, true);
+  return out;
+}
+
 json summarize(const Plan& plan, const std::vector<program::WorkerReport>& reports) {
+  return summarize(plan, by_worker(plan, reports));
+}
+
+json summarize(const Plan& plan, const ReportRefs& workers) {
   const auto& s = plan.scenario;
-  const auto workers = by_worker(plan, reports, true);
+  check(plan, workers, true);
   const auto iterations = static_cast<std::size_t>(s.iterations);
   const auto warmup = static_cast<std::size_t>(s.warmup);
 
@@ -135,7 +149,8 @@ json summarize(const Plan& plan, const std::vector<program::WorkerReport>& repor
 }
 
 json chrome_trace(const Plan& plan, const std::vector<program::WorkerReport>& reports) {
-  const auto workers = by_worker(plan, reports, false);
+  const auto workers = indexed(plan, reports);
+  check(plan, workers, false);
   const auto& topo = plan.topology;
   std::vector<int> first_pid;  // per DC: the pid of its node 0
   int pid = 1;

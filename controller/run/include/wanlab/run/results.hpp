@@ -11,6 +11,7 @@
 
 #include "wanlab/common/program.hpp"
 #include "wanlab/core/topology.hpp"
+#include "wanlab/workload/metrics.hpp"
 #include "wanlab/workload/plan.hpp"
 
 namespace wanlab::run {
@@ -88,6 +89,9 @@ struct RunMeta {
 nlohmann::json make_summary(const workload::Plan& plan, const core::Topology& topo,
                             const std::vector<program::WorkerReport>& reports, const std::vector<LinkSample>& samples,
                             const RunMeta& meta);
+/// The same, from each worker's report by worker id (workload::ReportRefs).
+nlohmann::json make_summary(const workload::Plan& plan, const core::Topology& topo, const workload::ReportRefs& reports,
+                            const std::vector<LinkSample>& samples, const RunMeta& meta);
 
 /// links.csv: t_s,src,dst,bytes,payload_bytes,mbit_s,drops,queued_packets; one row per link
 /// and sample, mbit_s the rate since the link's previous sample.

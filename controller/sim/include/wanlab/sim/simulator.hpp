@@ -39,8 +39,8 @@
 // Symmetry used (exact): the TP ranks of a replica sit on one node and run the same program
 // with the same peers' ranks, so the tp ranks' flows between two replicas start together,
 // take the same path and get the same rates. The simulator runs TP rank 0 of every
-// (stage, replica) with each flow standing for tp x connections connections, and gives
-// every TP rank the same report (peers shifted to its own rank).
+// (stage, replica) with each flow standing for tp x connections connections, and keeps its
+// report for every TP rank of the group (SimResult::groups; peers shift to each rank's own).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,6 +48,7 @@
 
 #include "wanlab/arbiter/arbiter.hpp"
 #include "wanlab/common/program.hpp"
+#include "wanlab/workload/metrics.hpp"
 #include "wanlab/workload/plan.hpp"
 
 namespace wanlab::sim {
@@ -142,10 +143,28 @@ struct SimStats {
 };
 
 struct SimResult {
-  std::vector<program::WorkerReport> reports;  // every worker of the plan, by worker id
+  /// One report per TP group, the simulated TP rank 0 of each (stage, replica), by worker
+  /// id. TP rank t of a group is worker id worker + t: it ran the same spans at the same
+  /// times, with its peers' ranks shifted by t (the symmetry above). Keeping one report per
+  /// group, not tp copies, is what lets large runs stay in memory; `report`, `reports` and
+  /// `by_worker` give every worker's.
+  std::vector<program::WorkerReport> groups;
+  int tp = 1;
   std::vector<LinkTotals> wan;                 // per topology link, same order
   std::vector<arbiter::WindowRecord> windows;  // the arbiter's windows, as they ended
   SimStats stats;
+
+  /// Worker `worker`'s own report (a copy: worker id and peers its own). Throws
+  /// std::out_of_range for a worker the run lacks.
+  program::WorkerReport report(int worker) const;
+  /// Every worker's own report, by worker id (tp copies of each group's).
+  std::vector<program::WorkerReport> reports() const;
+  /// Every worker's timeline without copies, by worker id: its group's report, which has
+  /// the group's TP rank 0's worker id and peers (what workload::summarize and
+  /// run::make_summary read is the same for every rank).
+  workload::ReportRefs by_worker() const;
+  /// The end of the run's last iteration (ns).
+  std::int64_t end_ns() const;
 };
 
 /// Simulates `plan.scenario.iterations` iterations under the scenario's policy and
@@ -155,12 +174,14 @@ struct SimResult {
 SimResult simulate(const workload::Plan& plan, const SimOptions& options = {});
 
 /// The reports of the workers `keep` (worker ids) renumbered 0..n-1 with the matching
-/// plan, for timelines of large runs (workload::chrome_trace over a subset).
+/// plan, for timelines of large runs (workload::chrome_trace over a subset). Throws
+/// std::invalid_argument for a worker the plan or the reports lack.
 struct PlanSubset {
   workload::Plan plan;
   std::vector<program::WorkerReport> reports;
 };
 PlanSubset subset(const workload::Plan& plan, const std::vector<program::WorkerReport>& reports,
                   const std::vector<int>& keep);
+PlanSubset subset(const workload::Plan& plan, const SimResult& result, const std::vector<int>& keep);
 
 }  // namespace wanlab::sim

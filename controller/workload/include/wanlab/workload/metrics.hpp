@@ -19,9 +19,18 @@
 
 namespace wanlab::workload {
 
+/// Each worker's report, by worker id, without copies. The report a worker points to may be
+/// another worker's that ran the same timeline (the simulator's TP ranks share their
+/// group's, sim::SimResult::by_worker); only spans and iterations are read through it.
+using ReportRefs = std::vector<const program::WorkerReport*>;
+
 /// summary.json's training part. Throws std::invalid_argument when the reports do not match
-/// the plan (a missing worker, too few iterations).
+/// the plan (a missing worker, two reports of one, too few iterations).
 nlohmann::json summarize(const Plan& plan, const std::vector<program::WorkerReport>& reports);
+nlohmann::json summarize(const Plan& plan, const ReportRefs& reports);
+
+/// `reports` by worker id, checked against the plan as summarize() checks them.
+ReportRefs by_worker(const Plan& plan, const std::vector<program::WorkerReport>& reports);
 
 /// The linear-interpolation quantile (q in [0, 1]) of unsorted values; 0 for none.
 double quantile(std::vector<double> values, double q);
