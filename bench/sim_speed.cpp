@@ -1,7 +1,7 @@
 // sim_speed: how long the flow-level simulator takes for one training iteration, against
 // GPUs x micro-batches (Google Benchmark).
 //
-// The scenario is bench/scenarios/three-dc-70b.json (70B, PP 4 across use/usw/euw, TP 8,
+// The scenario is bench/scenarios/paper/three-dc-70b.json (70B, PP 4 across use/usw/euw, TP 8,
 // full-size bytes and rates) grown to N GPUs as `wanlab simulate --gpus N` grows it, with
 // M micro-batches and one iteration (no warm-up). Each benchmark times simulate() alone
 // (the plan is built once beforehand); the table at the end gives the mean time per
