@@ -355,6 +355,20 @@ TEST_CASE("the simulator is deterministic and reports every worker", "[unit][sim
   REQUIRE(reps.size() == plan.workers.size());
   for (std::size_t w = 0; w < reps.size(); ++w) CHECK(reps[w].worker == static_cast<int>(w));
   CHECK(!a.windows.empty());
+  // Every granted transfer's bytes went onto its link from its grant on (or later, behind
+  // an earlier message of its pair); the window may end before its last byte (the
+  // arbiter hands over that lead ahead).
+  std::size_t on_wire = 0;
+  for (const auto& w : a.windows) {
+    if (w.revoked) continue;
+    REQUIRE(w.id < a.wire.size());
+    const auto& x = a.wire[w.id];
+    INFO("transfer " << w.id);
+    CHECK(x.first >= w.start);
+    CHECK(x.last > x.first);
+    ++on_wire;
+  }
+  CHECK(on_wire > 0);
   CHECK(a.stats.simulated_workers == plan.workers.size() / 8);
   REQUIRE(a.groups.size() == plan.workers.size() / 8);
   // summary and timeline accept the reports as they are.

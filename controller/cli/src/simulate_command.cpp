@@ -26,16 +26,21 @@ using nlohmann::json;
 // Up to this many GPUs `--timeline auto` writes every GPU's spans; above, one GPU per stage.
 constexpr std::size_t kFullTimelineGpus = 256;
 
-std::string windows_csv(const core::Topology& topo, const std::vector<arbiter::WindowRecord>& windows) {
-  const auto s = [](arbiter::Nanos t) { return fmt::format("{:.6f}", static_cast<double>(t) / 1e9); };
+std::string windows_csv(const core::Topology& topo, const sim::SimResult& r) {
+  const auto s = [](arbiter::Nanos t) {
+    return t < 0 ? std::string{} : fmt::format("{:.6f}", static_cast<double>(t) / 1e9);
+  };
   std::string csv =
       "src,dst,transfer,iteration,pipeline,src_stage,dst_stage,kind,microbatch,bytes,ready_s,planned_start_s,"
       "planned_end_s,granted_s,closed_s,wire_first_s,wire_last_s,revoked\n";
-  for (const auto& w : windows)
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},,,{}\n", topo.dcs.at(w.spec.link.src).name,
+  for (const auto& w : r.windows) {
+    const auto wire = w.id < r.wire.size() && !w.revoked ? r.wire[w.id] : sim::SimResult::Wire{};
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", topo.dcs.at(w.spec.link.src).name,
                        topo.dcs.at(w.spec.link.dst).name, w.id, w.spec.iteration, w.spec.pipeline, w.spec.src_stage,
                        w.spec.dst_stage, arbiter::to_string(w.spec.kind), w.spec.microbatch, w.spec.bytes, s(w.ready),
-                       s(w.start), s(w.planned_end), s(w.start), s(w.end), w.revoked ? 1 : 0);
+                       s(w.start), s(w.planned_end), s(w.start), s(w.end), s(wire.first), s(wire.last),
+                       w.revoked ? 1 : 0);
+  }
   return csv;
 }
 
@@ -179,7 +184,7 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
       write_text_file(folder / "links.csv", run::links_csv(topo, samples));
       // As in the lab: windows.csv for policies with windows only.
       if (arbiter::make_policy(scen.policy)->exclusive())
-        write_text_file(folder / "windows.csv", windows_csv(topo, r.windows));
+        write_text_file(folder / "windows.csv", windows_csv(topo, r));
       auto scen_json = workload::to_json(scen);
       if (topo.dcs.size() != 0 && !core::same_dcs(topo, core::load_topology(scen.topology_path))) {
         write_text_file(folder / "topology.json", core::to_json(topo).dump(2) + "\n");

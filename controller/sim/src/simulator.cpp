@@ -542,6 +542,7 @@ class Simulation {
       if (m.cwnd < window_) push(now + wan_rtt_[m.link], Ev::slow_start, id);
     }
     m.flow = net_.start(path, wire, weight, ceiling, now);
+    on_wire(m, now);
     set_owner(m.flow, {false, false, id, m.link, m.payload});
     if (m.link != kNoLink) start_acks(m.link, wire, m.ceiling * weight, now);
   }
@@ -615,9 +616,18 @@ class Simulation {
     const double wire = m.payload * workload::kWireOverhead;
     m.flow = net_.start(path ? *path : std::vector<FlowNetwork::LinkId>{wan_[m.link]}, bytes,
                         static_cast<double>(tp_) * k_, kUnlimited, now);
+    on_wire(m, now);
     burst_flow_[m.link] = m.flow;
     set_owner(m.flow, {false, false, id, m.link, wire > 0 ? m.payload * bytes / wire : 0});
     start_acks(m.link, bytes, kUnlimited, now);
+  }
+
+  // A WAN transfer's bytes on the link: the first time they start, the last time they end.
+  // (Every WAN message is an arbiter transfer, asked for when it is sent.)
+  void on_wire(const Message& m, Nanos now) {
+    if (m.link == kNoLink) return;
+    if (wire_.size() <= m.transfer) wire_.resize(m.transfer + 1);
+    if (wire_[m.transfer].first < 0) wire_[m.transfer].first = now;
   }
 
   void set_owner(std::uint32_t flow, FlowOwner o) {
@@ -706,6 +716,10 @@ class Simulation {
       return;
     }
     auto& m = messages_[o.index];
+    if (m.link != kNoLink) {
+      if (wire_.size() <= m.transfer) wire_.resize(m.transfer + 1);
+      wire_[m.transfer].last = now;
+    }
     if (m.burst) {
       burst_busy_[m.link] = false;
       burst_flow_[m.link] = kNone;
@@ -886,6 +900,7 @@ class Simulation {
     }
     r.wan = totals_;
     r.windows = arb_->windows();
+    r.wire = std::move(wire_);
     stats_.flows = net_.stats().flows;
     stats_.fillings = net_.stats().updates;
     stats_.bundles_filled = net_.stats().bundles_filled;
@@ -925,6 +940,7 @@ class Simulation {
   std::vector<FlowNetwork::LinkId> node_up_, node_down_;
 
   std::vector<Group> groups_;
+  std::vector<SimResult::Wire> wire_;  // by arbiter transfer id
   std::vector<SimOp> ops_;  // by slot
   std::vector<std::uint32_t> slot_owner_;
   std::vector<Nanos> needed_at_;

@@ -152,6 +152,13 @@ struct SimResult {
   int tp = 1;
   std::vector<LinkTotals> wan;                 // per topology link, same order
   std::vector<arbiter::WindowRecord> windows;  // the arbiter's windows, as they ended
+  /// Per arbiter transfer id: when its first bytes went onto the WAN link and when its
+  /// last left it (the flow's start and end; -1: never). windows.csv's wire_first_s and
+  /// wire_last_s; the lab's are its gate's counters, before the link's queue.
+  struct Wire {
+    arbiter::Nanos first = -1, last = -1;
+  };
+  std::vector<Wire> wire;
   SimStats stats;
 
   /// Worker `worker`'s own report (a copy: worker id and peers its own). Throws
