@@ -32,6 +32,7 @@ Dispatcher::Dispatcher(std::vector<Gpu> gpus, Options options) : options_(option
     GpuState s{g, {}, {}, {}};
     if (g.dedicated) s.predicted.push_back({0, kForever});
     gpus_.push_back(std::move(s));
+    bounds_.push_back({g.effective_flops, g.lead_ns, 0, 0});
   }
 }
 
@@ -49,7 +50,7 @@ void Dispatcher::predict(int gpu, std::vector<Interval> bubbles) {
       merged.push_back(b);
   }
   g.predicted = std::move(merged);
-  g.free_from = 0;
+  bounds_[static_cast<std::size_t>(gpu)].free_from = 0;
 }
 
 void Dispatcher::learn(int gpu, Ns start, Ns end, const std::vector<Interval>& idle) {
@@ -86,8 +87,10 @@ std::vector<Interval> Dispatcher::free_bubbles(int gpu, Ns from) const {
 }
 
 void Dispatcher::prune(GpuState& g, Ns now) {
-  std::erase_if(g.reserved, [&](const Interval& r) { return r.end < now - kKeepReservations; });
-  std::erase_if(g.predicted, [&](const Interval& b) { return b.end <= now; });
+  // Both lists are sorted by start and disjoint, so by end too: what has ended is a prefix.
+  const auto ended = [](auto& v, auto gone) { v.erase(v.begin(), std::find_if_not(v.begin(), v.end(), gone)); };
+  ended(g.reserved, [&](const Interval& r) { return r.end < now - kKeepReservations; });
+  ended(g.predicted, [&](const Interval& b) { return b.end <= now; });
 }
 
 std::optional<Placement> Dispatcher::place(const Request& r, Ns now) {
@@ -96,15 +99,21 @@ std::optional<Placement> Dispatcher::place(const Request& r, Ns now) {
   // predicted bubbles hold and fall behind while farther ones idle.
   std::optional<Placement> best;
   Ns best_score = 0;
+  double need_flops = std::numeric_limits<double>::quiet_NaN();  // the GPU speed `need` is for
+  Ns need = 0;
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
-    auto& g = gpus_[i];
-    const double run_ns = r.flops / g.gpu.effective_flops * 1e9;
-    const auto need = static_cast<Ns>(std::ceil(run_ns * (1 + options_.margin)));
-    const Ns earliest = now + g.gpu.lead_ns;
-    const Ns outstanding = g.outstanding;
+    auto& bound = bounds_[i];
+    if (!(bound.effective_flops == need_flops)) {  // GPUs of one kind sit side by side
+      need_flops = bound.effective_flops;
+      const double run_ns = r.flops / need_flops * 1e9;
+      need = static_cast<Ns>(std::ceil(run_ns * (1 + options_.margin)));
+    }
+    const Ns earliest = now + bound.lead_ns;
+    const Ns outstanding = bound.outstanding;
     // No placement here can beat the best one so far (checked before any per-GPU work: with
     // thousands of GPUs most are passed over here). free_from: no free time before it.
-    if (best && std::max(earliest, g.free_from) + need + outstanding >= best_score) continue;
+    if (best && std::max(earliest, bound.free_from) + need + outstanding >= best_score) continue;
+    auto& g = gpus_[i];
     prune(g, now);
     // Overdue work (its reserved time passed, not done yet) uses the next bubbles first.
     Ns owed = 0;
@@ -112,7 +121,7 @@ std::optional<Placement> Dispatcher::place(const Request& r, Ns now) {
       if (iv.start < now) owed += iv.end - iv.start;
     bool first = true;
     for_each_free(g, earliest, [&](const Interval& b) {
-      if (first) g.free_from = b.start;
+      if (first) bound.free_from = b.start;
       first = false;
       Ns start = std::max(b.start, earliest);
       if (owed > 0) {
@@ -129,13 +138,13 @@ std::optional<Placement> Dispatcher::place(const Request& r, Ns now) {
       }
       return true;
     });
-    if (first) g.free_from = kForever;  // no free time at all until predictions or reservations change
+    if (first) bound.free_from = kForever;  // no free time at all until predictions or reservations change
   }
   if (best) {
     auto& res = gpus_[static_cast<std::size_t>(best->gpu)].reserved;
     const Interval iv{best->start_ns, best->end_ns};
     gpus_[static_cast<std::size_t>(best->gpu)].pending[r.id] = iv;
-    gpus_[static_cast<std::size_t>(best->gpu)].outstanding += iv.end - iv.start;
+    bounds_[static_cast<std::size_t>(best->gpu)].outstanding += iv.end - iv.start;
     res.insert(std::upper_bound(res.begin(), res.end(), iv,
                                 [](const Interval& a, const Interval& b) { return a.start < b.start; }),
                iv);
@@ -195,14 +204,15 @@ void Dispatcher::finished(int request, Ns at, int preemptions) {
   // of its reservation is free again.
   if (rec.placement) {
     auto& g = gpus_.at(static_cast<std::size_t>(rec.placement->gpu));
+    auto& bound = bounds_[static_cast<std::size_t>(rec.placement->gpu)];
     if (const auto p = g.pending.find(request); p != g.pending.end()) {
-      g.outstanding -= p->second.end - p->second.start;
+      bound.outstanding -= p->second.end - p->second.start;
       g.pending.erase(p);
     }
     auto& res = gpus_.at(static_cast<std::size_t>(rec.placement->gpu)).reserved;
     const Interval iv{rec.placement->start_ns, rec.placement->end_ns};
     if (const auto r = std::find(res.begin(), res.end(), iv); r != res.end()) res.erase(r);
-    g.free_from = 0;
+    bound.free_from = 0;
   }
 }
 

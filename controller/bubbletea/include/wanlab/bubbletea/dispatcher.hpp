@@ -106,8 +106,14 @@ class Dispatcher {
     std::vector<Interval> predicted;  // sorted, disjoint
     std::vector<Interval> reserved;   // sorted by start
     std::map<int, Interval> pending;  // placed, not reported done: request -> its reservation
-    Ns outstanding = 0;               // their reserved time together
-    Ns free_from = 0;                 // no free predicted time before this (a bound for place())
+  };
+  // What place() reads of every GPU before it looks at one closely, side by side (one
+  // cache line per two GPUs): with thousands of GPUs most are passed over on these alone.
+  struct Bound {
+    double effective_flops = 0;
+    Ns lead_ns = 0;
+    Ns outstanding = 0;  // the GPU's pending reservations' time together
+    Ns free_from = 0;    // no free predicted time before this
   };
   struct Record {
     Request request;
@@ -122,6 +128,7 @@ class Dispatcher {
   void prune(GpuState& g, Ns now);
 
   std::vector<GpuState> gpus_;
+  std::vector<Bound> bounds_;  // per GPU, as gpus_
   Options options_;
   std::deque<int> queue_;          // request ids, in arrival order
   std::map<int, Record> records_;  // by request id
