@@ -230,12 +230,11 @@ class Simulation {
       slots += static_cast<std::uint32_t>(gr.nops);
       gr.report.worker = gr.worker;
     }
-    // One pass over the plan's programs: the ops the event loop reads (ops_), every recv,
-    // and every send to match to its recv.
-    // Each send's matching recv: the receiver's recvs sorted by (sender, tag), one flat
-    // table with a range per receiver, searched per send (a scan of the receiver's program
-    // per send was quadratic in micro-batches). A tag repeated between one pair matches
-    // its last recv, as the scan did.
+    // One pass over the plan's programs: the ops the event loop reads (ops_), every recv
+    // and every send. Then each send's matching recv: the receiver's recvs sorted by
+    // (sender, tag), one flat table with a range per receiver, searched per send (a scan
+    // of the receiver's program per send was quadratic in micro-batches). A tag repeated
+    // between one pair matches its last recv, as the scan did.
     struct Recv {
       int peer = 0;
       std::uint32_t tag = 0;
