@@ -2,6 +2,7 @@
 // (workload::execute), fair vs atlas windows on one link, the ring all-reduce, traces,
 // determinism.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -537,5 +538,25 @@ TEST_CASE("compute before each op, in one pass, equals compute_before() op by op
     REQUIRE(each.size() == ops.size() + 1);
     for (std::size_t i = 0; i <= ops.size(); ++i) CHECK(each[i] == compute_before(plan, worker, i));
     CHECK(each.back() > 0);
+  }
+}
+
+TEST_CASE("a plan whose send has no matching recv is refused, naming the worker and the tag", "[unit][sim]") {
+  const auto s = shipped_scenario("two-dc-1b.json");
+  auto plan = plan_of(s, core::load_topology(s.topology_path));
+  // Stage 1's TP rank 0 of replica 0 no longer receives its first activation's tag.
+  const int w = worker_id(s.parallelism, 1, 0, 0);
+  auto& ops = plan.programs.at(static_cast<std::size_t>(w)).ops;
+  const auto recv = std::find_if(ops.begin(), ops.end(), [](const program::Op& op) { return op.kind == program::OpKind::recv; });
+  REQUIRE(recv != ops.end());
+  const auto tag = recv->tag;
+  const int sender = recv->peer;
+  recv->tag += 1000;
+  try {
+    (void)sim::simulate(plan);
+    FAIL("simulate accepted a send without its recv");
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find(fmt::format("worker {} sends tag {} to worker {}", sender, tag, w)) != std::string::npos);
   }
 }
