@@ -493,7 +493,10 @@ class Simulation {
     spec.needed_at = needed_at(m.slot);
     spec.connections = tp_ * k_;
     m.transfer = arb_->request(spec, now);
-    if (by_transfer_.size() <= m.transfer) by_transfer_.resize(m.transfer + 1, kNone);
+    if (by_transfer_.size() <= m.transfer) {
+      by_transfer_.resize(m.transfer + 1, kNone);
+      wire_.resize(m.transfer + 1);
+    }
     by_transfer_[m.transfer] = id;
     ++stats_.transfers;
     arbiter_touched_ = true;
@@ -625,7 +628,6 @@ class Simulation {
   // (Every WAN message is an arbiter transfer, asked for when it is sent.)
   void on_wire(const Message& m, Nanos now) {
     if (m.link == kNoLink) return;
-    if (wire_.size() <= m.transfer) wire_.resize(m.transfer + 1);
     if (wire_[m.transfer].first < 0) wire_[m.transfer].first = now;
   }
 
@@ -715,10 +717,7 @@ class Simulation {
       return;
     }
     auto& m = messages_[o.index];
-    if (m.link != kNoLink) {
-      if (wire_.size() <= m.transfer) wire_.resize(m.transfer + 1);
-      wire_[m.transfer].last = now;
-    }
+    if (m.link != kNoLink) wire_[m.transfer].last = now;
     if (m.burst) {
       burst_busy_[m.link] = false;
       burst_flow_[m.link] = kNone;
