@@ -158,7 +158,7 @@ TEST_CASE("D pipelines sending S bytes at once over one link: fair vs atlas", "[
   shared.acks = false;
   arrived["fair-bursts"] = arrivals(s, sim::simulate(plan_of(s, topo), shared), D, 0.010);
   sim::SimOptions fifo;
-  fifo.fifo_bursts = true;
+  fifo.bursts = sim::SimOptions::Bursts::fifo;
   fifo.acks = false;
   arrived["fair-fifo-bursts"] = arrivals(s, sim::simulate(plan_of(s, topo), fifo), D, 0.010);
   for (int j = 0; j < D; ++j) {
@@ -185,7 +185,7 @@ TEST_CASE("FIFO bursts that find the link's queue full lose the rest and send it
   }
   const auto run = [&](bool overflow) {
     sim::SimOptions opt;
-    opt.fifo_bursts = true;
+    opt.bursts = sim::SimOptions::Bursts::fifo;
     opt.queue_overflow = overflow;
     opt.acks = false;  // the gradients' ACKs would take a little of the activations' link
     const auto r = sim::simulate(plan_of(s, topo), opt);
@@ -213,9 +213,87 @@ TEST_CASE("FIFO bursts that find the link's queue full lose the rest and send it
   // Windowed policies pace their connections in the lab: no bursts overflow there.
   s.policy = "atlas";
   sim::SimOptions opt;
-  opt.fifo_bursts = true;
+  opt.bursts = sim::SimOptions::Bursts::fifo;
   const auto r = sim::simulate(plan_of(s, topo), opt);
   CHECK(r.stats.overflows == 0);
+}
+
+TEST_CASE("paced bursts: each enters the link's queue at 1.2 x cwnd / SRTT and leaves in the order it entered", "[unit][sim]") {
+  // One link a -> b, RTT 20 ms, connections with a full 3 MiB window; a burst of S fits.
+  // Its connection's cwnd is twice what it has outstanding (S: nothing else is), so it
+  // enters at 1.2 x 2 S / 20 ms = 120 S/s, 8.33 ms for all of it.
+  constexpr double kEntry = 0.020 / 2.4;
+  sim::SimOptions paced;
+  paced.bursts = sim::SimOptions::Bursts::paced;
+  paced.acks = false;
+  sim::SimOptions shared;
+  shared.acks = false;
+  {
+    // One pipeline on a link 100 x faster than that (S / B = 1 ms): the link waits for
+    // the bytes, and the last one leaves as it enters (a piece of at most 1 ms of entry
+    // after it, 0.12 ms on this link); shared, the burst leaves at the link's rate.
+    auto [topo, s, bytes] = one_link_pipelines(1);
+    for (auto& l : topo.links) l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 8 * 1000));
+    const auto a = arrivals(s, sim::simulate(plan_of(s, topo), paced), 1, 0.010);
+    CHECK(a[0] == Approx(kEntry).margin(0.0002));
+    const auto b = arrivals(s, sim::simulate(plan_of(s, topo), shared), 1, 0.010);
+    CHECK(b[0] == Approx(0.001).margin(1e-6));
+  }
+  {
+    // Two pipelines, S / B = 0.1 s; pipeline 1's stage-0 GPU at half speed, so its burst
+    // starts one forward pass (f) after pipeline 0's. Paced, its bytes are behind all of
+    // pipeline 0's in the queue: pipeline 0 is in at S / B, pipeline 1 at 2 S / B (from
+    // pipeline 0's send). Shared, pipeline 1 takes half the link from pipeline 0 as soon as
+    // it starts: pipeline 0 is in at 2 S / B - f.
+    auto [topo, s, bytes] = one_link_pipelines(2);
+    for (auto& l : topo.links) l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 80));
+    auto plan = plan_of(s, topo);
+    for (auto& x : plan.effective_flops) x /= 75'000;  // a forward pass of about 10 ms
+    plan.effective_flops.at(static_cast<std::size_t>(worker_id(s.parallelism, 0, 1, 0))) /= 2;
+    const auto r = sim::simulate(plan, paced);
+    const auto reps = r.reports();
+    const double f = static_cast<double>(first_span(reps[0], SpanKind::forward, 0)->end_ns -
+                                         first_span(reps[0], SpanKind::forward, 0)->start_ns) / 1e9;
+    REQUIRE(f > 0.002);
+    REQUIRE(f < 0.05);
+    const auto a = arrivals(s, r, 2, 0.010);
+    // The link serves a piece once it is whole: up to 1 ms late.
+    CHECK(a[0] == Approx(0.1).margin(0.0015));
+    CHECK(a[1] == Approx(0.2).margin(0.0015));
+    CHECK(r.stats.overflows == 0);
+    const auto b = arrivals(s, sim::simulate(plan, shared), 2, 0.010);
+    CHECK(b[0] == Approx(0.2 - f).margin(1e-4));
+    CHECK(b[1] == Approx(0.2).margin(1e-4));
+  }
+  {
+    // Four pipelines' bursts at once into a queue of 1.5 S (S / B = 0.1 s): 4 S enter in
+    // 8.33 ms, the queue keeps 1.5 S and what the link sent meanwhile, the rest (about
+    // 2.4 S) is lost,
+    // a quarter from each. Each sender hears of it an RTT and the full queue's delay after
+    // its first loss, sends it again at 0.7 of its pace (CUBIC's cut), and it is not lost
+    // again: the link is busy from the start to the end, so all are in at 4 S / B, the
+    // last ones behind the resent bytes of all four.
+    auto [topo, s, bytes] = one_link_pipelines(4);
+    for (auto& l : topo.links) {
+      l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 80));
+      l.params.queue = QueueLimit{QueueLimit::Unit::bytes, static_cast<std::uint64_t>(std::llround(1.5 * bytes))};
+    }
+    const auto r = sim::simulate(plan_of(s, topo), paced);
+    // The gradients come back the same way, four at once into a queue of 1.5 S.
+    CHECK(r.stats.overflows == 8);
+    CHECK(r.stats.overflow_bytes > 2 * 2 * bytes);
+    CHECK(r.stats.overflow_bytes < 2 * 2.5 * bytes);
+    double wire = 0;
+    for (const auto& l : r.wan) wire += l.wire_bytes;
+    CHECK(wire == Approx(2 * 4 * bytes).epsilon(1e-9));  // activations and gradients, each once
+    const auto a = arrivals(s, r, 4, 0.010);
+    for (int j = 0; j < 4; ++j) {
+      INFO("pipeline " << j);
+      // Resent at 0.004 + 0.020 + 0.15 s, behind nothing: in at 0.174 + 4 x (lost / 4) / B.
+      CHECK(a[static_cast<std::size_t>(j)] > 0.4);
+      CHECK(a[static_cast<std::size_t>(j)] < 0.43);
+    }
+  }
 }
 
 TEST_CASE("a message's ACKs take their share of the reverse link", "[unit][sim]") {

@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
                     "max-min with the others, as Linux's paced connections interleave in the lab's queue) or fifo "
                     "(each leaves at once and the link serves them whole in arrival order, with the lab's queue "
                     "limit: what overflows is sent again after an RTO)")
-        ->check(CLI::IsMember({"shared", "fifo"}));
+        ->check(CLI::IsMember({"shared", "fifo", "paced"}));
     cmd->add_flag("--no-acks", f.no_acks,
                   "Simulator: ACKs take no capacity (default: each WAN flow's ACKs, one 66-byte frame per two "
                   "segments, 2.2 % of its wire bytes, cross the reverse link at that fraction of its rate)");

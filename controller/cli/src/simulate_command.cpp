@@ -61,7 +61,7 @@ json options_json(const sim::SimOptions& o, const workload::Scenario& s, const s
   return {{"lan_rate_bps", o.lan_rate_bps ? json(*o.lan_rate_bps) : json(nullptr)},
           {"tcp_window_bytes", o.tcp_window_bytes.value_or(workload::run_tcp_window(s))},
           {"slow_start", o.slow_start},
-          {"bursts", o.fifo_bursts ? "fifo" : "shared"},
+          {"bursts", sim::to_string(o.bursts)},
           {"acks", o.acks},
           {"compute_jitter", o.compute_jitter},
           {"progress_period_ms", static_cast<double>(o.progress_period_ns) / 1e6},
@@ -86,9 +86,10 @@ sim::SimOptions parse_sim_flags(const SimFlags& f) {
   if (f.slow_start && o.tcp_window_bytes && *o.tcp_window_bytes <= 0)
     throw std::invalid_argument("--slow-start needs a TCP window (--tcp-window 0 turns the window off)");
   o.slow_start = f.slow_start;
-  if (f.bursts != "shared" && f.bursts != "fifo")
-    throw std::invalid_argument(fmt::format("--bursts {}: give shared or fifo", f.bursts));
-  o.fifo_bursts = f.bursts == "fifo";
+  if (f.bursts == "shared") o.bursts = sim::SimOptions::Bursts::shared;
+  else if (f.bursts == "fifo") o.bursts = sim::SimOptions::Bursts::fifo;
+  else if (f.bursts == "paced") o.bursts = sim::SimOptions::Bursts::paced;
+  else throw std::invalid_argument(fmt::format("--bursts {}: give shared, fifo or paced", f.bursts));
   o.acks = !f.no_acks;
   if (!(f.compute_jitter >= 0 && f.compute_jitter <= 0.5))
     throw std::invalid_argument(fmt::format("--compute-jitter {}: give a fraction from 0 to 0.5", f.compute_jitter));

@@ -25,8 +25,9 @@ using program::Span;
 using program::SpanKind;
 constexpr std::uint32_t kNone = 0xffffffffu;
 constexpr std::size_t kNoLink = static_cast<std::size_t>(-1);
+constexpr double kCubicBeta = 0.7;  // CUBIC's window after a loss, as a fraction of before
 
-enum class Ev : std::uint8_t { wake, deliver, collective_end, deadline, tick, capacity, slow_start, retransmit };
+enum class Ev : std::uint8_t { wake, deliver, collective_end, deadline, tick, capacity, slow_start, retransmit, paced_cut, paced_resend };
 struct Event {
   Nanos at;
   std::uint64_t seq;
@@ -50,6 +51,8 @@ class Simulation {
     if (sc_.iterations < 0) throw std::invalid_argument("simulate: negative iterations");
     if (!(window_ >= 0) || !(opt.initial_window_bytes > 0) || opt.progress_period_ns <= 0)
       throw std::invalid_argument("simulate: tcp window, initial window and progress period must be positive");
+    if (!(opt.pacing_ratio > 0) || opt.paced_piece_ns <= 0)
+      throw std::invalid_argument("simulate: the pacing ratio and the paced piece length must be positive");
     if (!(opt.compute_jitter >= 0 && opt.compute_jitter <= 0.5))
       throw std::invalid_argument(fmt::format("simulate: compute jitter {}: give a fraction from 0 to 0.5", opt.compute_jitter));
     auto policy = arbiter::make_policy(sc_.policy);
@@ -125,6 +128,14 @@ class Simulation {
     bool windowed = false;  // holds or held a window, not yet delivered
     int parts = 0;          // a burst's parts queued, on the link or waiting to be sent again
     double lost = 0;        // wire bytes lost to a full queue, waiting for their retransmission
+    // Bursts::paced: the burst enters its link's queue at entry_rate from when it starts.
+    bool paced = false;
+    double entry_rate = 0;  // wire bytes per ns, all its connections
+    double entered = 0;     // wire bytes in the queue as of its link's last cut
+    Nanos entry_end = -1;   // when its last byte entered
+    double flight = 0;      // wire bytes per connection it keeps outstanding until delivered
+    Nanos first_loss = -1;  // when the queue first dropped some of it (lost: how much)
+    bool resending = false; // its lost bytes are entering again
   };
   struct Collective {
     std::vector<std::uint32_t> members;  // groups, ring order
@@ -142,6 +153,7 @@ class Simulation {
     std::uint32_t index = 0;
     std::size_t link = kNoLink;  // WAN link it crosses, for the totals
     double payload = 0;
+    bool paced = false;  // serves the first piece of `link`'s paced queue
   };
   // The connections of one (sender, receiver) pair: a message is written to them after the
   // ones before it (the agents' data plane queues messages per pair), so its flow starts
@@ -150,7 +162,29 @@ class Simulation {
     double cwnd = 0;
     Nanos last_active = -1;
     bool busy = false;
+    // Bursts::paced, per connection: bytes of its messages entered and not yet delivered,
+    // the congestion window that leaves (twice the most outstanding), the smoothed RTT.
+    double outstanding = 0;
+    double app_cwnd = 0;
+    Nanos srtt = 0;
+    bool lost = false;  // past a loss: the window grows only as far as it is used
     std::deque<std::pair<std::uint32_t, std::vector<FlowNetwork::LinkId>>> queue;  // message, path
+  };
+  // Bursts::paced: a WAN link's FIFO queue, as the pieces that entered it. A piece is what
+  // the bursts entering at once put in between two cuts (a burst's start or end, or
+  // paced_piece_ns); its bytes interleave, so it leaves as one flow, and a burst whose last
+  // byte is in it is off the link when it is.
+  struct Piece {
+    double bytes = 0;
+    double weight = 0;                // connections that put bytes in it
+    std::vector<std::uint32_t> last;  // messages whose last bytes it holds
+  };
+  struct PacedLink {
+    std::vector<std::uint32_t> entering;  // messages entering the queue now
+    Nanos from = 0;                       // the last cut
+    std::deque<Piece> pieces;             // cut, waiting or on the link (the first)
+    std::uint32_t server = kNone;         // the flow sending the first piece
+    std::uint32_t gen = 0;                // cut events of another generation are stale
   };
 
   // ---- setup ----
@@ -179,6 +213,7 @@ class Simulation {
     burst_queue_.resize(topo.links.size());
     burst_flow_.assign(topo.links.size(), kNone);
     burst_queued_bytes_.assign(topo.links.size(), 0.0);
+    paced_.resize(topo.links.size());
     wan_queue_link_ = topo.links;
     double lan = static_cast<double>(topo.lan.rate.bps) * sc_.scale;
     if (opt_.lan_rate_bps) lan = *opt_.lan_rate_bps;
@@ -361,6 +396,24 @@ class Simulation {
       case Ev::slow_start:
         slow_start_step(e.a, now);
         break;
+      case Ev::paced_cut:
+        if (e.b == paced_[e.a].gen) {
+          paced_cut(e.a, now);
+          paced_schedule(e.a, now);
+        }
+        break;
+      case Ev::paced_resend: {
+        auto& m = messages_[e.a];
+        paced_cut(m.link, now);
+        m.entered = m.payload * workload::kWireOverhead - m.lost;
+        m.lost = 0;
+        m.first_loss = -1;
+        m.entry_end = -1;
+        m.resending = true;
+        paced_[m.link].entering.push_back(e.a);
+        paced_schedule(m.link, now);
+        break;
+      }
       case Ev::retransmit: {
         auto& m = messages_[e.a];
         const double bytes = m.lost;
@@ -526,8 +579,12 @@ class Simulation {
     const double weight = static_cast<double>(tp_) * (m.link == kNoLink ? 1 : k_);
     double ceiling = m.ceiling;
     const double wire = m.payload * workload::kWireOverhead;
-    if (m.link != kNoLink && opt_.fifo_bursts && window_ > 0 && !opt_.slow_start &&
-        wire / weight <= window_) {
+    const bool fits = m.link != kNoLink && window_ > 0 && !opt_.slow_start && wire / weight <= window_;
+    if (fits && opt_.bursts == SimOptions::Bursts::paced) {
+      start_paced(id, conn, wire, weight, now);
+      return;
+    }
+    if (fits && opt_.bursts == SimOptions::Bursts::fifo) {
       // A message within its connections' windows leaves at once and waits in the link's
       // queue whole: the link serves such bursts in arrival order, each at the full rate.
       m.burst = true;
@@ -599,6 +656,160 @@ class Simulation {
     start_burst(id, bytes, path, now);
   }
 
+  // ---- Bursts::paced ----
+
+  // A burst starts entering its link's queue at its connections' pacing rate.
+  void start_paced(std::uint32_t id, Connection& c, double wire, double weight, Nanos now) {
+    auto& m = messages_[id];
+    m.burst = true;
+    m.paced = true;
+    m.flight = wire / weight;
+    c.outstanding += m.flight;
+    c.app_cwnd = std::min(window_, std::max({c.app_cwnd, (c.lost ? 1 : 2) * c.outstanding, opt_.initial_window_bytes}));
+    const Nanos srtt = std::max<Nanos>(1, c.srtt > 0 ? c.srtt : wan_rtt_[m.link]);
+    double per_connection = opt_.pacing_ratio * c.app_cwnd / static_cast<double>(srtt);
+    if (exclusive_) {
+      // The lab's SO_MAX_PACING_RATE in windowed runs: the link's rate over its connections.
+      const auto& l = plan_.topology.links[m.link];
+      per_connection = std::min(per_connection, static_cast<double>(l.params.rate.bps) * sc_.scale / 8e9 / (tp_ * k_));
+    }
+    m.entry_rate = per_connection * weight;
+    m.entered = 0;
+    paced_cut(m.link, now);
+    paced_[m.link].entering.push_back(id);
+    on_wire(m, now);
+    paced_schedule(m.link, now);
+  }
+
+  // What the bursts entering `link`'s queue put in since the last cut becomes a piece.
+  void paced_cut(std::size_t link, Nanos now) {
+    auto& L = paced_[link];
+    const Nanos dt = now - L.from;
+    L.from = now;
+    if (L.entering.empty() || dt <= 0) return;
+    Piece p;
+    std::vector<std::pair<std::uint32_t, double>> added;  // droppable bytes per burst
+    std::vector<std::uint32_t> in;                        // bursts whose last byte entered
+    for (const auto id : L.entering) {
+      auto& m = messages_[id];
+      if (m.paused) continue;
+      const double left = m.payload * workload::kWireOverhead - m.lost - m.entered;
+      double add = m.entry_rate * static_cast<double>(dt);
+      if (add >= left * (1 - 1e-12)) {
+        add = left;
+        in.push_back(id);
+      }
+      m.entered += add;
+      p.bytes += add;
+      p.weight += static_cast<double>(tp_) * k_;
+      if (!m.resending) added.emplace_back(id, add);
+    }
+    if (p.bytes <= 0 && in.empty()) return;
+    // Drop-tail: what the queue has no room for is lost, from each burst in proportion to
+    // what it put in. What is sent again is not lost again (as with Bursts::fifo).
+    if (opt_.queue_overflow && p.bytes > 0) {
+      double backlog = 0;
+      for (const auto& q : L.pieces) backlog += q.bytes;
+      if (L.server != kNone && net_.active(L.server)) backlog -= net_.sent(L.server, now);
+      const double room = std::max(0.0, queue_limit_bytes(link) - backlog);
+      double droppable = 0;
+      for (const auto& a : added) droppable += a.second;
+      if (p.bytes > room + 1 && droppable > 0) {
+        const double f = std::min(1.0, (p.bytes - room) / droppable);
+        for (const auto& [id, add] : added) {
+          auto& m = messages_[id];
+          const double lost = add * f;
+          if (!(lost > 0)) continue;
+          if (m.first_loss < 0) {
+            m.first_loss = now;
+            ++stats_.overflows;
+            auto& c = connections_[{m.src, m.dst}];
+            c.app_cwnd *= kCubicBeta;  // the window after a loss: ssthresh, in congestion avoidance
+            c.lost = true;
+          }
+          m.lost += lost;
+          m.entered -= lost;
+          p.bytes -= lost;
+          stats_.overflow_bytes += lost;
+        }
+        p.bytes = std::max(0.0, p.bytes);
+      }
+    }
+    std::erase_if(L.entering, [&](std::uint32_t id) { return std::find(in.begin(), in.end(), id) != in.end(); });
+    std::vector<std::uint32_t> done;
+    for (const auto id : in) {
+      auto& m = messages_[id];
+      m.entry_end = now;
+      if (m.lost > 0) {
+        // Its ACKs tell the sender, a round trip after the loss (the full queue's delay
+        // included), and it sends what was lost again at its reduced pace.
+        const double rate = net_.link_rate(wan_[link]);
+        const Nanos queueing = rate > 0 ? static_cast<Nanos>(queue_limit_bytes(link) * 8e9 / rate) : 0;
+        m.entry_rate *= kCubicBeta;
+        push(std::max(now, m.first_loss + wan_rtt_[link] + queueing), Ev::paced_resend, id);
+        continue;
+      }
+      p.last.push_back(id);
+      done.push_back(id);
+    }
+    L.pieces.push_back(std::move(p));
+    paced_serve(link, now);
+    // A message queued behind one that has entered goes next on its connections.
+    for (const auto id : done) release_connections(id, now);
+  }
+
+  // The next cut: a burst's last byte in, or a piece's full length.
+  void paced_schedule(std::size_t link, Nanos now) {
+    auto& L = paced_[link];
+    Nanos next = now + opt_.paced_piece_ns;
+    bool moving = false;  // only paused bursts entering: nothing to cut until one resumes
+    for (const auto id : L.entering) {
+      const auto& m = messages_[id];
+      if (m.paused || !(m.entry_rate > 0)) continue;
+      moving = true;
+      const double left = m.payload * workload::kWireOverhead - m.lost - m.entered;
+      next = std::min(next, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(left / m.entry_rate))));
+    }
+    if (moving) push(next, Ev::paced_cut, static_cast<std::uint32_t>(link), ++L.gen);
+  }
+
+  // The link sends its queue's first piece when it has none on the wire.
+  void paced_serve(std::size_t link, Nanos now) {
+    auto& L = paced_[link];
+    while (L.server == kNone && !L.pieces.empty()) {
+      const auto& p = L.pieces.front();
+      if (!(p.bytes > 0)) {
+        paced_piece_left(link, now);
+        continue;
+      }
+      L.server = net_.start({wan_[link]}, p.bytes, p.weight, kUnlimited, now);
+      set_owner(L.server, {false, false, 0, link, p.bytes / workload::kWireOverhead, true});
+      start_acks(link, p.bytes, kUnlimited, now);
+    }
+  }
+
+  // The first piece is off the link: the bursts whose last bytes it held are delivered a
+  // one-way delay later.
+  void paced_piece_left(std::size_t link, Nanos now) {
+    auto& L = paced_[link];
+    const auto last = std::move(L.pieces.front().last);
+    L.pieces.pop_front();
+    for (const auto id : last) {
+      const auto& m = messages_[id];
+      wire_[m.transfer].last = now;
+      connections_[{m.src, m.dst}].srtt = wan_rtt_[link] + (now - m.entry_end);
+      push(now + m.delay, Ev::deliver, id);
+    }
+  }
+
+  // Bytes of a paced burst in its link's queue (or through it) by `now`.
+  double paced_entered(const Message& m, Nanos now) const {
+    const double wire = m.payload * workload::kWireOverhead - m.lost;
+    if (m.entry_end >= 0 || m.paused) return m.entered;
+    const auto& L = paced_[m.link];
+    return std::min(wire, m.entered + m.entry_rate * static_cast<double>(std::max<Nanos>(0, now - L.from)));
+  }
+
   // The lab's queue limit at the link's rate now: the topology's, or the default for that
   // rate (1.5 x the bandwidth-delay product, in full frames), as the lab sets it with each
   // rate it applies.
@@ -664,13 +875,23 @@ class Simulation {
             in_window_.push_back(id);
             plan_tick(now);
           }
+        } else if (m.paused && m.paced) {
+          paced_cut(m.link, now);
+          m.paused = false;
+          paced_schedule(m.link, now);
         } else if (m.paused) {
           m.paused = false;
           net_.set_ceiling(m.flow, message_ceiling(m), now);
         }
         break;
       case arbiter::Event::Kind::revoke:
-        if (m.flow != kNone && net_.active(m.flow)) {
+        if (m.paced) {
+          if (m.entry_end < 0) {
+            paced_cut(m.link, now);
+            m.paused = true;
+            paced_schedule(m.link, now);
+          }
+        } else if (m.flow != kNone && net_.active(m.flow)) {
           m.paused = true;
           net_.set_ceiling(m.flow, 0, now);
         }
@@ -697,6 +918,10 @@ class Simulation {
     std::erase_if(in_window_, [&](std::uint32_t id) { return !messages_[id].windowed; });
     for (const auto id : in_window_) {
       const auto& m = messages_[id];
+      if (m.paced) {
+        arb_->progress(m.transfer, static_cast<std::uint64_t>(paced_entered(m, now)), now);
+        continue;
+      }
       if (m.flow == kNone) continue;  // waits behind an earlier message on its connections
       arb_->progress(m.transfer, static_cast<std::uint64_t>(net_.sent(m.flow, now)), now);
     }
@@ -710,6 +935,12 @@ class Simulation {
       totals_[o.link].payload_bytes += o.payload;
     }
     if (o.ack) return;
+    if (o.paced) {
+      paced_[o.link].server = kNone;
+      paced_piece_left(o.link, now);
+      paced_serve(o.link, now);
+      return;
+    }
     if (o.collective) {
       auto& c = collectives_[o.index];
       c.last_finish = std::max(c.last_finish, now);
@@ -736,6 +967,13 @@ class Simulation {
       c.last_active = now;
     }
     push(now + m.delay, Ev::deliver, o.index);
+    release_connections(o.index, now);
+  }
+
+  // The message's connections are free for the next one queued on them.
+  void release_connections(std::uint32_t id, Nanos now) {
+    const auto& m = messages_[id];
+    auto& c = connections_[{m.src, m.dst}];
     c.busy = false;
     if (!c.queue.empty()) {
       auto [next, path] = std::move(c.queue.front());
@@ -751,9 +989,11 @@ class Simulation {
     if (m.transfer != 0) {
       if (m.windowed) {
         // The last bytes reach the arbiter as the lab's counters would show them.
-        arb_->progress(m.transfer, static_cast<std::uint64_t>(net_.bytes(m.flow)), now);
+        const double bytes = m.paced ? m.payload * workload::kWireOverhead : net_.bytes(m.flow);
+        arb_->progress(m.transfer, static_cast<std::uint64_t>(bytes), now);
         m.windowed = false;
       }
+      if (m.paced) connections_[{m.src, m.dst}].outstanding -= m.flight;
       arb_->complete(m.transfer, now);
       arbiter_touched_ = true;
     }
@@ -927,6 +1167,7 @@ class Simulation {
   std::vector<std::deque<std::pair<std::uint32_t, double>>> burst_queue_;  // per topology link: bursts (message, wire bytes) waiting, in arrival order
   std::vector<double> burst_queued_bytes_;     // per topology link: their bytes
   std::vector<std::uint32_t> burst_flow_;      // per topology link: the burst on the link, or kNone
+  std::vector<PacedLink> paced_;               // per topology link: Bursts::paced
   std::vector<core::WanLink> wan_queue_link_;  // per topology link: its parameters, for its queue limit
   std::vector<Nanos> wan_delay_, wan_rtt_;
   std::vector<std::size_t> reverse_;  // each WAN link's reverse link (kNoLink: none)
@@ -958,6 +1199,15 @@ class Simulation {
 };
 
 }  // namespace
+
+std::string to_string(SimOptions::Bursts b) {
+  switch (b) {
+    case SimOptions::Bursts::shared: return "shared";
+    case SimOptions::Bursts::fifo: return "fifo";
+    case SimOptions::Bursts::paced: return "paced";
+  }
+  return "shared";
+}
 
 SimResult simulate(const workload::Plan& plan, const SimOptions& options) {
   return Simulation(plan, options).run();

@@ -13,9 +13,10 @@
 //     Messages between one pair of workers go out one after the other, as the agents
 //     write them to the pair's connections. Messages that share a link at once share it
 //     max-min, bursts within a window too (Linux paces every connection over its RTT, so
-//     concurrent bursts interleave in the queue); SimOptions::fifo_bursts serves bursts
-//     whole in arrival order instead (what finds the queue full there:
-//     SimOptions::queue_overflow).
+//     concurrent bursts interleave in the queue); SimOptions::bursts serves bursts
+//     whole in arrival order instead (fifo; what finds the queue full there:
+//     SimOptions::queue_overflow), or as they enter the link's FIFO queue at their
+//     connections' pacing rates (paced).
 //     Bytes on links are wire bytes: payload x
 //     workload::kWireOverhead;
 //   - WAN windows: each stage boundary's message of one pipeline for one micro-batch (its
@@ -84,16 +85,37 @@ struct SimOptions {
   /// RTO, max(200 ms, RTT)). Off: every connection is at its full window from the start.
   bool slow_start = false;
   double initial_window_bytes = 10 * 1448;
-  /// true: a WAN message whose bytes per connection fit in the window leaves in one burst
-  /// and waits whole in the link's FIFO queue, so the link serves such bursts one after the
-  /// other in arrival order, each at the full rate; longer messages are window-limited flows
-  /// and share the link max-min fairly. false (default): every message is a max-min fair
-  /// flow, bursts too. The lab's bursts do not keep to themselves: Linux paces each TCP
-  /// connection's window over its RTT (no fq needed), so bursts that meet at a link
-  /// interleave packet by packet and finish together, and pipelines do not fall into the
-  /// staggered, one-at-a-time order that whole bursts give them (bench/README.md,
-  /// "Simulator", "Bursts share the link").
-  bool fifo_bursts = false;
+  /// How a WAN message whose bytes per connection fit in the window (a burst) shares its
+  /// link; longer messages are window-limited flows and share it max-min fairly in every
+  /// model.
+  ///   - shared (default): a max-min fair flow like the others. Linux paces each TCP
+  ///     connection's window over its RTT (no fq needed), so bursts that meet at a link
+  ///     interleave packet by packet and finish together (bench/README.md, "Simulator",
+  ///     "Bursts share the link").
+  ///   - fifo: the burst leaves at once and waits whole in the link's FIFO queue; the link
+  ///     serves bursts one after the other in arrival order, each at the full rate (with
+  ///     queue_overflow).
+  ///   - paced: the burst enters the link's FIFO queue at its connections' pacing rate,
+  ///     `pacing_ratio` x cwnd / SRTT each, and the link serves the queue in the order its
+  ///     bytes entered: bursts entering together interleave in proportion to their rates,
+  ///     a burst that entered first leaves first, and a message queued behind another on
+  ///     the same connections enters as soon as the one before it has entered (not when it
+  ///     has left the link). cwnd is what Linux leaves an application-limited connection:
+  ///     twice the most it has had outstanding (its messages entered and not yet
+  ///     delivered), at least initial_window_bytes, at most tcp_window_bytes; SRTT is the
+  ///     link's RTT plus the queueing delay its last burst's last byte saw. In windowed
+  ///     runs each connection is also capped at the link's rate / (tp x connections), the
+  ///     lab's SO_MAX_PACING_RATE. The arbiter hears of bytes that entered the queue, as the
+  ///     lab's gate counters count them. Not modeled: a full queue (nothing is lost).
+  enum class Bursts { shared, fifo, paced };
+  Bursts bursts = Bursts::shared;
+  /// Linux's tcp_pacing_ca_ratio (120 %): a connection past slow start (HyStart) paces at
+  /// this x cwnd / SRTT. Bursts::paced only.
+  double pacing_ratio = 1.2;
+  /// Bursts::paced: what enters a link's queue is cut into pieces at most this long (and
+  /// at every burst's start and end); the link serves a piece once it is whole, so a byte
+  /// leaves at most this much later than an exact fluid FIFO would send it.
+  std::int64_t paced_piece_ns = 1'000'000;
   /// Every WAN data flow sends its ACKs back on the reverse link, as the lab's TCP does:
   /// one 66-byte frame (Ethernet, IP, TCP with timestamps) per two full segments (Linux's
   /// delayed ACK), kAckFraction of the data's wire bytes, at that fraction of the data's
@@ -114,7 +136,7 @@ struct SimOptions {
   /// lost and sent again after a retransmission timeout (Linux: about SRTT + 200 ms; what
   /// is sent again comes back in slow start and is not lost again), and the message is
   /// delivered after its last part,
-  /// holding its connections until then. Only with fifo_bursts, and only where the lab does
+  /// holding its connections until then. Only with Bursts::fifo, and only where the lab does
   /// not pace (policies without exclusive windows: windowed runs pace every WAN connection
   /// at its share of the link). false: an unlimited queue.
   bool queue_overflow = true;
@@ -123,6 +145,9 @@ struct SimOptions {
   arbiter::ArbiterOptions arbiter;
   std::vector<LinkTrace> traces;
 };
+
+/// "shared", "fifo" or "paced".
+std::string to_string(SimOptions::Bursts b);
 
 /// A directed WAN link's traffic over the whole run.
 struct LinkTotals {
