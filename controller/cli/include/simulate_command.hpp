@@ -26,9 +26,9 @@ struct SimFlags {
   std::optional<std::string> lan_rate;    // "10Gbit"
   std::optional<std::string> tcp_window;  // "3MiB"
   bool slow_start = false;
-  std::string bursts = "shared";  // shared, fifo
+  std::string bursts = sim::to_string(sim::SimOptions{}.bursts);  // paced, shared, fifo
   bool no_acks = false;
-  double compute_jitter = 0;  // fraction
+  double compute_jitter = sim::SimOptions{}.compute_jitter;  // fraction
   std::string timeline = "auto";  // auto, full, per-stage, none
 };
 

@@ -109,22 +109,25 @@ int main(int argc, char** argv) {
                     "below window / RTT; 0: no ceiling (default: what the lab runs with, the scenario's tcp_window x "
                     "scale, or 3MiB, Linux's default buffers)");
     cmd->add_flag("--slow-start", f.slow_start,
-                  "Simulator: model TCP slow start (windows start at 10 segments and double every RTT; kept "
-                  "between messages unless the scenario sets tcp_slow_start_after_idle)");
+                  "Simulator: every WAN message a flow whose window starts at 10 segments and doubles every RTT "
+                  "(kept between messages unless the scenario sets tcp_slow_start_after_idle), max-min with the "
+                  "others, instead of the paced model (--bursts)");
     cmd->add_option("--bursts", f.bursts,
-                    "Simulator: how messages that fit in their TCP windows share a WAN link: shared (default: "
-                    "max-min with the others, as Linux's paced connections interleave in the lab's queue) or fifo "
-                    "(each leaves at once and the link serves them whole in arrival order, with the lab's queue "
-                    "limit: what overflows is sent again after an RTO)")
-        ->check(CLI::IsMember({"shared", "fifo", "paced"}));
+                    "Simulator: how messages that fit in their TCP windows cross a WAN link: paced (default: each "
+                    "TCP connection sends within its congestion window at Linux's pacing rate into the link's FIFO "
+                    "queue, with slow start, HyStart, CUBIC's window and drop-tail loss; the link sends its queue in "
+                    "order), shared (max-min flows with the others) or fifo (each leaves at once and the link serves "
+                    "them whole in arrival order, with the lab's queue limit: what overflows is sent again after an "
+                    "RTO)")
+        ->check(CLI::IsMember({"paced", "shared", "fifo"}));
     cmd->add_flag("--no-acks", f.no_acks,
                   "Simulator: ACKs take no capacity (default: each WAN flow's ACKs, one 66-byte frame per two "
                   "segments, 2.2 % of its wire bytes, cross the reverse link at that fraction of its rate)");
     cmd->add_option("--compute-jitter", f.compute_jitter,
                     "Simulator: each compute op takes its modeled time x (1 + u), u uniform in [-F, F], drawn per op "
-                    "from the scenario's seed (default 0: identical pipelines stay in lockstep; the lab's modeled "
-                    "GPUs run each op in its modeled time, but TCP serves bursts that start together unequally, "
-                    "which sets the lab's pipelines apart: bench/README.md, \"Cross-check against the lab\")")
+                    "from the scenario's seed (default 0.001: identical replicas are otherwise in a lockstep that "
+                    "no real run keeps, and that a FIFO queue does not keep either once anything sets them apart; "
+                    "0: exactly the FLOP model's times; bench/README.md, \"Cross-check against the lab\")")
         ->type_name("F");
     cmd->add_option("--timeline", f.timeline,
                     "Simulator: timeline.json with every GPU (full), one GPU per stage (per-stage) or none; auto "
@@ -164,9 +167,10 @@ int main(int argc, char** argv) {
   sim_cmd->footer(
       "What is modeled (bench/README.md, \"Simulator\"): compute from the scenario's FLOP model; each WAN message\n"
       "as one flow of `connections` TCP connections over its directed link, max-min fair, each connection below\n"
-      "--tcp-window / RTT, its ACKs on the reverse link, delivered one-way delay after its last byte, bursts\n"
-      "within the windows too (with --bursts fifo: queued whole at the link in arrival order, the part that finds\n"
-      "the lab's queue full sent again after an RTO, fair only); link rates following the topology's\n"
+      "--tcp-window / RTT, its ACKs on the reverse link, delivered one-way delay after its last byte; a message\n"
+      "within the windows goes as its TCP connections send it (--bursts paced: slow start, HyStart, CUBIC's\n"
+      "window, Linux's pacing rate, into the link's FIFO queue, drop-tail loss sent again a round trip later);\n"
+      "compute x (1 +- 0.1 %) per op (--compute-jitter); link rates following the topology's\n"
       "traces (rate steps only: delay, jitter and loss are not modeled); the arbiter's windows gating flows as\n"
       "in the lab; ring all-reduces inside a DC over each node's --lan-rate link. Exit status: 0 every variant\n"
       "ran, 1 one failed, 2 bad input.");

@@ -52,6 +52,24 @@ std::vector<int> per_stage_workers(const workload::Plan& plan) {
   return keep;
 }
 
+// The simulated connections as the lab's agents report theirs (summary.json `tcp`).
+std::vector<run::TcpSample> tcp_samples(const sim::SimResult& r) {
+  constexpr double kMss = 1448;
+  std::vector<run::TcpSample> out;
+  for (const auto& t : r.tcp) {
+    run::TcpSample x;
+    x.src = t.src;
+    x.dst = t.dst;
+    x.cwnd = static_cast<std::uint32_t>(std::llround(t.cwnd_bytes / kMss));
+    if (std::isfinite(t.ssthresh_bytes)) x.ssthresh = static_cast<std::uint32_t>(std::llround(t.ssthresh_bytes / kMss));
+    x.srtt_us = static_cast<std::uint32_t>(std::llround(t.srtt_ns / 1e3));
+    x.mss = static_cast<std::uint32_t>(kMss);
+    x.retransmits = static_cast<std::uint32_t>(std::llround(t.resent_bytes / kMss));
+    out.insert(out.end(), static_cast<std::size_t>(t.connections), x);
+  }
+  return out;
+}
+
 std::string timeline_mode(const SimFlags& flags, std::size_t gpus) {
   if (flags.timeline != "auto") return flags.timeline;
   return gpus <= kFullTimelineGpus ? "full" : "per-stage";
@@ -169,6 +187,7 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
       if (prefill) summary["prefill"] = std::move(*prefill);
       const auto timeline = timeline_mode(flags, plan.workers.size());
       all_full = all_full && timeline == "full";
+      if (!r.tcp.empty()) summary["tcp"] = run::tcp_summary(plan, tcp_samples(r));
       summary["simulation"] = options_json(options, scen, timeline);
       summary["simulation"]["wall_s"] = wall;
       summary["simulation"]["stats"] = {{"events", r.stats.events},

@@ -26,8 +26,15 @@ using program::SpanKind;
 constexpr std::uint32_t kNone = 0xffffffffu;
 constexpr std::size_t kNoLink = static_cast<std::size_t>(-1);
 constexpr double kCubicBeta = 0.7;  // CUBIC's window after a loss, as a fraction of before
+constexpr double kMss = 1448;       // bytes of payload per segment (Ethernet MTU, TCP timestamps)
+// CUBIC's TCP-friendly growth in congestion avoidance, segments per window ACKed:
+// 3 beta' / (2 - beta') with beta' = 1 - kCubicBeta.
+constexpr double kHystartLowWindow = 16;  // segments: HyStart waits for this window
+constexpr double kRenoFriendly = 3 * (1 - kCubicBeta) / (2 - (1 - kCubicBeta));
 
-enum class Ev : std::uint8_t { wake, deliver, collective_end, deadline, tick, capacity, slow_start, retransmit, paced_cut, paced_resend };
+enum class Ev : std::uint8_t {
+  wake, deliver, collective_end, deadline, tick, capacity, slow_start, retransmit, paced_cut, paced_resend, paced_ack
+};
 struct Event {
   Nanos at;
   std::uint64_t seq;
@@ -128,13 +135,12 @@ class Simulation {
     bool windowed = false;  // holds or held a window, not yet delivered
     int parts = 0;          // a burst's parts queued, on the link or waiting to be sent again
     double lost = 0;        // wire bytes lost to a full queue, waiting for their retransmission
-    // Bursts::paced: the burst enters its link's queue at entry_rate from when it starts.
+    // Bursts::paced: the message enters its link's queue from when it starts, paced and
+    // within its connections' window.
     bool paced = false;
-    double entry_rate = 0;  // wire bytes per ns, all its connections
-    double entered = 0;     // wire bytes in the queue as of its link's last cut
+    double entered = 0;     // wire bytes sent into the queue (less what it dropped), as of the last cut
     Nanos entry_end = -1;   // when its last byte entered
-    double flight = 0;      // wire bytes per connection it keeps outstanding until delivered
-    Nanos first_loss = -1;  // when the queue first dropped some of it (lost: how much)
+    Nanos first_loss = -1;  // when the queue first dropped some of it (`lost`: how much)
     bool resending = false; // its lost bytes are entering again
   };
   struct Collective {
@@ -162,12 +168,17 @@ class Simulation {
     double cwnd = 0;
     Nanos last_active = -1;
     bool busy = false;
-    // Bursts::paced, per connection: bytes of its messages entered and not yet delivered,
-    // the congestion window that leaves (twice the most outstanding), the smoothed RTT.
-    double outstanding = 0;
-    double app_cwnd = 0;
-    Nanos srtt = 0;
-    bool lost = false;  // past a loss: the window grows only as far as it is used
+    // Bursts::paced, per connection (the pair's tp x connections connections alike): the
+    // congestion window, the slow-start threshold, bytes in flight (sent, not yet ACKed or
+    // found lost), the smoothed RTT; losses before `recovery_until` are the same event.
+    double pcwnd = 0;
+    double ssthresh = std::numeric_limits<double>::infinity();
+    double inflight = 0;
+    double srtt = 0;  // ns
+    Nanos recovery_until = -1;
+    double resent = 0;      // bytes lost and sent again
+    Nanos round_mark = -1;  // HyStart: ACKs of what was sent from here on start a new round
+    bool round_sampled = true;
     std::deque<std::pair<std::uint32_t, std::vector<FlowNetwork::LinkId>>> queue;  // message, path
   };
   // Bursts::paced: a WAN link's FIFO queue, as the pieces that entered it. A piece is what
@@ -177,12 +188,20 @@ class Simulation {
   struct Piece {
     double bytes = 0;
     double weight = 0;                // connections that put bytes in it
+    Nanos at = 0;                     // when it was cut (its bytes entered just before)
+    std::vector<std::pair<std::uint32_t, double>> parts;  // message, wire bytes
     std::vector<std::uint32_t> last;  // messages whose last bytes it holds
+  };
+  struct Ack {  // a piece's ACKs reaching its senders
+    Nanos at = 0;
+    Nanos sent = 0;
+    std::vector<std::pair<std::uint32_t, double>> parts;
   };
   struct PacedLink {
     std::vector<std::uint32_t> entering;  // messages entering the queue now
     Nanos from = 0;                       // the last cut
     std::deque<Piece> pieces;             // cut, waiting or on the link (the first)
+    std::deque<Ack> acks;                 // pieces off the link whose ACKs are on their way
     std::uint32_t server = kNone;         // the flow sending the first piece
     std::uint32_t gen = 0;                // cut events of another generation are stale
   };
@@ -403,9 +422,10 @@ class Simulation {
         }
         break;
       case Ev::paced_resend: {
+        // The sender has found out: what was lost is no longer in flight, and enters again.
         auto& m = messages_[e.a];
         paced_cut(m.link, now);
-        m.entered = m.payload * workload::kWireOverhead - m.lost;
+        connections_[{m.src, m.dst}].inflight -= m.lost / weight_of(m);
         m.lost = 0;
         m.first_loss = -1;
         m.entry_end = -1;
@@ -414,6 +434,9 @@ class Simulation {
         paced_schedule(m.link, now);
         break;
       }
+      case Ev::paced_ack:
+        paced_acks(e.a, now);
+        break;
       case Ev::retransmit: {
         auto& m = messages_[e.a];
         const double bytes = m.lost;
@@ -581,7 +604,7 @@ class Simulation {
     const double wire = m.payload * workload::kWireOverhead;
     const bool fits = m.link != kNoLink && window_ > 0 && !opt_.slow_start && wire / weight <= window_;
     if (fits && opt_.bursts == SimOptions::Bursts::paced) {
-      start_paced(id, conn, wire, weight, now);
+      start_paced(id, now);
       return;
     }
     if (fits && opt_.bursts == SimOptions::Bursts::fifo) {
@@ -658,77 +681,105 @@ class Simulation {
 
   // ---- Bursts::paced ----
 
-  // A burst starts entering its link's queue at its connections' pacing rate.
-  void start_paced(std::uint32_t id, Connection& c, double wire, double weight, Nanos now) {
+  double weight_of(const Message& m) const { return static_cast<double>(tp_) * (m.link == kNoLink ? 1 : k_); }
+
+  // A message starts entering its link's queue (its connections are its alone now).
+  void start_paced(std::uint32_t id, Nanos now) {
     auto& m = messages_[id];
     m.burst = true;
     m.paced = true;
-    m.flight = wire / weight;
-    c.outstanding += m.flight;
-    c.app_cwnd = std::min(window_, std::max({c.app_cwnd, (c.lost ? 1 : 2) * c.outstanding, opt_.initial_window_bytes}));
-    const Nanos srtt = std::max<Nanos>(1, c.srtt > 0 ? c.srtt : wan_rtt_[m.link]);
-    double per_connection = opt_.pacing_ratio * c.app_cwnd / static_cast<double>(srtt);
-    if (exclusive_) {
-      // The lab's SO_MAX_PACING_RATE in windowed runs: the link's rate over its connections.
-      const auto& l = plan_.topology.links[m.link];
-      per_connection = std::min(per_connection, static_cast<double>(l.params.rate.bps) * sc_.scale / 8e9 / (tp_ * k_));
-    }
-    m.entry_rate = per_connection * weight;
     m.entered = 0;
+    auto& c = connections_[{m.src, m.dst}];
+    if (c.pcwnd <= 0) {
+      c.pcwnd = std::min(window_, opt_.initial_window_bytes);
+      c.srtt = static_cast<double>(wan_rtt_[m.link]);
+    }
     paced_cut(m.link, now);
     paced_[m.link].entering.push_back(id);
     on_wire(m, now);
     paced_schedule(m.link, now);
   }
 
-  // What the bursts entering `link`'s queue put in since the last cut becomes a piece.
+  // The message's pace (wire bytes per ns, all its connections): Linux's pacing rate,
+  // ratio x cwnd / SRTT per connection (200 % in slow start below half the threshold,
+  // else SimOptions::pacing_ratio), capped in windowed runs at the lab's
+  // SO_MAX_PACING_RATE, the link's rate over the transfer's connections.
+  double paced_rate(const Message& m) const {
+    const auto& c = connections_.at({m.src, m.dst});
+    const double ratio = c.pcwnd < c.ssthresh / 2 ? 2.0 : opt_.pacing_ratio;
+    double per_connection = ratio * c.pcwnd / std::max(1.0, c.srtt);
+    if (exclusive_) {
+      const auto& l = plan_.topology.links[m.link];
+      per_connection = std::min(per_connection, static_cast<double>(l.params.rate.bps) * sc_.scale / 8e9 / (tp_ * k_));
+    }
+    return per_connection * weight_of(m);
+  }
+
+  // Bytes the message may still send now: its rest, within its connections' window.
+  double paced_room(const Message& m) const {
+    const auto& c = connections_.at({m.src, m.dst});
+    const double rest = m.payload * workload::kWireOverhead - m.lost - m.entered;
+    return std::max(0.0, std::min(rest, (c.pcwnd - c.inflight) * weight_of(m)));
+  }
+
+  // What the messages entering `link`'s queue sent since the last cut becomes a piece.
   void paced_cut(std::size_t link, Nanos now) {
     auto& L = paced_[link];
     const Nanos dt = now - L.from;
     L.from = now;
     if (L.entering.empty() || dt <= 0) return;
     Piece p;
-    std::vector<std::pair<std::uint32_t, double>> added;  // droppable bytes per burst
-    std::vector<std::uint32_t> in;                        // bursts whose last byte entered
+    p.at = now;
+    std::vector<std::uint32_t> in;  // messages whose last byte entered
     for (const auto id : L.entering) {
       auto& m = messages_[id];
       if (m.paused) continue;
-      const double left = m.payload * workload::kWireOverhead - m.lost - m.entered;
-      double add = m.entry_rate * static_cast<double>(dt);
-      if (add >= left * (1 - 1e-12)) {
-        add = left;
+      const double rest = m.payload * workload::kWireOverhead - m.lost - m.entered;
+      double add = std::min(paced_rate(m) * static_cast<double>(dt), paced_room(m));
+      if (add >= rest * (1 - 1e-12)) {
+        add = rest;
         in.push_back(id);
       }
+      if (!(add > 0)) continue;
       m.entered += add;
+      connections_[{m.src, m.dst}].inflight += add / weight_of(m);
       p.bytes += add;
-      p.weight += static_cast<double>(tp_) * k_;
-      if (!m.resending) added.emplace_back(id, add);
+      p.weight += weight_of(m);
+      p.parts.emplace_back(id, add);
     }
     if (p.bytes <= 0 && in.empty()) return;
-    // Drop-tail: what the queue has no room for is lost, from each burst in proportion to
-    // what it put in. What is sent again is not lost again (as with Bursts::fifo).
+    // Drop-tail: what the queue has no room for is lost, from each message in proportion
+    // to what it sent. What is sent again is not lost again (as with Bursts::fifo).
     if (opt_.queue_overflow && p.bytes > 0) {
       double backlog = 0;
       for (const auto& q : L.pieces) backlog += q.bytes;
       if (L.server != kNone && net_.active(L.server)) backlog -= net_.sent(L.server, now);
       const double room = std::max(0.0, queue_limit_bytes(link) - backlog);
       double droppable = 0;
-      for (const auto& a : added) droppable += a.second;
+      for (const auto& [id, add] : p.parts)
+        if (!messages_[id].resending) droppable += add;
       if (p.bytes > room + 1 && droppable > 0) {
         const double f = std::min(1.0, (p.bytes - room) / droppable);
-        for (const auto& [id, add] : added) {
+        for (auto& [id, add] : p.parts) {
           auto& m = messages_[id];
+          if (m.resending) continue;
           const double lost = add * f;
           if (!(lost > 0)) continue;
           if (m.first_loss < 0) {
             m.first_loss = now;
             ++stats_.overflows;
-            auto& c = connections_[{m.src, m.dst}];
-            c.app_cwnd *= kCubicBeta;  // the window after a loss: ssthresh, in congestion avoidance
-            c.lost = true;
+          }
+          auto& c = connections_[{m.src, m.dst}];
+          if (now >= c.recovery_until) {
+            // One loss event per round trip: CUBIC's cut, and congestion avoidance.
+            c.pcwnd = std::max(2 * kMss, c.pcwnd * kCubicBeta);
+            c.ssthresh = c.pcwnd;
+            c.recovery_until = now + static_cast<Nanos>(c.srtt);
           }
           m.lost += lost;
           m.entered -= lost;
+          c.resent += lost / weight_of(m);
+          add -= lost;
           p.bytes -= lost;
           stats_.overflow_bytes += lost;
         }
@@ -742,10 +793,9 @@ class Simulation {
       m.entry_end = now;
       if (m.lost > 0) {
         // Its ACKs tell the sender, a round trip after the loss (the full queue's delay
-        // included), and it sends what was lost again at its reduced pace.
+        // included), and it sends what was lost again.
         const double rate = net_.link_rate(wan_[link]);
         const Nanos queueing = rate > 0 ? static_cast<Nanos>(queue_limit_bytes(link) * 8e9 / rate) : 0;
-        m.entry_rate *= kCubicBeta;
         push(std::max(now, m.first_loss + wan_rtt_[link] + queueing), Ev::paced_resend, id);
         continue;
       }
@@ -758,17 +808,19 @@ class Simulation {
     for (const auto id : done) release_connections(id, now);
   }
 
-  // The next cut: a burst's last byte in, or a piece's full length.
+  // The next cut: a message's last byte in, its window full, or a piece's full length.
   void paced_schedule(std::size_t link, Nanos now) {
     auto& L = paced_[link];
     Nanos next = now + opt_.paced_piece_ns;
-    bool moving = false;  // only paused bursts entering: nothing to cut until one resumes
+    bool moving = false;  // none moving (paused, window full): the next ACK or grant cuts
     for (const auto id : L.entering) {
       const auto& m = messages_[id];
-      if (m.paused || !(m.entry_rate > 0)) continue;
+      if (m.paused) continue;
+      const double room = paced_room(m);
+      const double rate = paced_rate(m);
+      if (!(room > 0) || !(rate > 0)) continue;
       moving = true;
-      const double left = m.payload * workload::kWireOverhead - m.lost - m.entered;
-      next = std::min(next, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(left / m.entry_rate))));
+      next = std::min(next, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(room / rate))));
     }
     if (moving) push(next, Ev::paced_cut, static_cast<std::uint32_t>(link), ++L.gen);
   }
@@ -788,26 +840,71 @@ class Simulation {
     }
   }
 
-  // The first piece is off the link: the bursts whose last bytes it held are delivered a
-  // one-way delay later.
+  // The first piece is off the link: the messages whose last bytes it held are delivered a
+  // one-way delay later, and its ACKs reach the senders a round trip after it entered
+  // the queue plus the time it waited there.
   void paced_piece_left(std::size_t link, Nanos now) {
     auto& L = paced_[link];
-    const auto last = std::move(L.pieces.front().last);
+    auto p = std::move(L.pieces.front());
     L.pieces.pop_front();
-    for (const auto id : last) {
+    for (const auto id : p.last) {
       const auto& m = messages_[id];
       wire_[m.transfer].last = now;
-      connections_[{m.src, m.dst}].srtt = wan_rtt_[link] + (now - m.entry_end);
       push(now + m.delay, Ev::deliver, id);
     }
+    if (p.parts.empty()) return;
+    const Nanos at = now + wan_rtt_[link];
+    if (L.acks.empty() || L.acks.back().at != at) push(at, Ev::paced_ack, static_cast<std::uint32_t>(link));
+    L.acks.push_back({at, p.at, std::move(p.parts)});
   }
 
-  // Bytes of a paced burst in its link's queue (or through it) by `now`.
+  // ACKs in: less in flight, an RTT sample, the window grows (slow start: by what was
+  // ACKed while at least half of the window was in use, until HyStart sees the queue's
+  // delay; congestion avoidance: CUBIC's TCP-friendly pace, about half a segment per
+  // round trip, only while the window is full), and the senders may go on.
+  void paced_acks(std::size_t link, Nanos now) {
+    auto& L = paced_[link];
+    std::vector<std::size_t> links;
+    while (!L.acks.empty() && L.acks.front().at <= now) {
+      const auto a = std::move(L.acks.front());
+      L.acks.pop_front();
+      for (const auto& [id, bytes] : a.parts) {
+        const auto& m = messages_[id];
+        auto& c = connections_[{m.src, m.dst}];
+        const double acked = bytes / weight_of(m);
+        const double used = c.inflight;  // in flight when these were ACKed, them included
+        c.inflight = std::max(0.0, c.inflight - acked);
+        const double sample = static_cast<double>(now - a.sent);
+        c.srtt = c.srtt > 0 ? 0.875 * c.srtt + 0.125 * sample : sample;
+        if (a.sent >= c.round_mark) {  // a new round: its first ACKs are HyStart's sample
+          c.round_mark = now;
+          c.round_sampled = false;
+        }
+        if (c.pcwnd < c.ssthresh) {
+          if (2 * used >= c.pcwnd) c.pcwnd = std::min(window_, c.pcwnd + acked);
+          // HyStart (CUBIC's delay test): the round's first ACKs came back later than the
+          // path's RTT by more than RTT / 8 (4 to 16 ms): the queue is filling, slow start ends.
+          const double rtt = static_cast<double>(wan_rtt_[link]);
+          if (!c.round_sampled && c.pcwnd >= kHystartLowWindow * kMss &&
+              sample - rtt > std::clamp(rtt / 8, 4e6, 16e6))
+            c.ssthresh = c.pcwnd;
+        } else if (used >= c.pcwnd - kMss) {
+          c.pcwnd = std::min(window_, c.pcwnd + kRenoFriendly * kMss * acked / c.pcwnd);
+        }
+        c.round_sampled = true;
+      }
+    }
+    // The senders on this link's data may go on (their window has room again).
+    paced_cut(link, now);
+    paced_schedule(link, now);
+  }
+
+  // Bytes of a paced message in its link's queue (or through it) by `now`.
   double paced_entered(const Message& m, Nanos now) const {
-    const double wire = m.payload * workload::kWireOverhead - m.lost;
     if (m.entry_end >= 0 || m.paused) return m.entered;
     const auto& L = paced_[m.link];
-    return std::min(wire, m.entered + m.entry_rate * static_cast<double>(std::max<Nanos>(0, now - L.from)));
+    const double more = std::min(paced_rate(m) * static_cast<double>(std::max<Nanos>(0, now - L.from)), paced_room(m));
+    return m.entered + more;
   }
 
   // The lab's queue limit at the link's rate now: the topology's, or the default for that
@@ -993,7 +1090,6 @@ class Simulation {
         arb_->progress(m.transfer, static_cast<std::uint64_t>(bytes), now);
         m.windowed = false;
       }
-      if (m.paced) connections_[{m.src, m.dst}].outstanding -= m.flight;
       arb_->complete(m.transfer, now);
       arbiter_touched_ = true;
     }
@@ -1139,6 +1235,10 @@ class Simulation {
     r.wan = totals_;
     r.windows = arb_->windows();
     r.wire = std::move(wire_);
+    for (const auto& [pair, c] : connections_)
+      if (c.pcwnd > 0)
+        r.tcp.push_back({groups_[pair.first].worker, groups_[pair.second].worker, tp_ * k_, c.pcwnd, c.ssthresh, c.srtt,
+                         c.resent});
     stats_.flows = net_.stats().flows;
     stats_.fillings = net_.stats().updates;
     stats_.bundles_filled = net_.stats().bundles_filled;

@@ -11,12 +11,10 @@
 //     from the sender's node link up to the receiver's node link down (see `lan_rate_bps`);
 //     on one node, no network. It is delivered one-way delay after its last byte leaves.
 //     Messages between one pair of workers go out one after the other, as the agents
-//     write them to the pair's connections. Messages that share a link at once share it
-//     max-min, bursts within a window too (Linux paces every connection over its RTT, so
-//     concurrent bursts interleave in the queue); SimOptions::bursts serves bursts
-//     whole in arrival order instead (fifo; what finds the queue full there:
-//     SimOptions::queue_overflow), or as they enter the link's FIFO queue at their
-//     connections' pacing rates (paced).
+//     write them to the pair's connections. A message within its connections' windows
+//     goes as TCP sends it (SimOptions::bursts, paced: congestion window, pacing rate,
+//     the link's FIFO queue, drop-tail loss); longer ones, and every message with
+//     shared bursts, share the link max-min with the others.
 //     Bytes on links are wire bytes: payload x
 //     workload::kWireOverhead;
 //   - WAN windows: each stage boundary's message of one pipeline for one micro-batch (its
@@ -85,36 +83,41 @@ struct SimOptions {
   /// RTO, max(200 ms, RTT)). Off: every connection is at its full window from the start.
   bool slow_start = false;
   double initial_window_bytes = 10 * 1448;
-  /// How a WAN message whose bytes per connection fit in the window (a burst) shares its
-  /// link; longer messages are window-limited flows and share it max-min fairly in every
-  /// model.
-  ///   - shared (default): a max-min fair flow like the others. Linux paces each TCP
-  ///     connection's window over its RTT (no fq needed), so bursts that meet at a link
-  ///     interleave packet by packet and finish together (bench/README.md, "Simulator",
-  ///     "Bursts share the link").
-  ///   - fifo: the burst leaves at once and waits whole in the link's FIFO queue; the link
-  ///     serves bursts one after the other in arrival order, each at the full rate (with
-  ///     queue_overflow).
-  ///   - paced: the burst enters the link's FIFO queue at its connections' pacing rate,
-  ///     `pacing_ratio` x cwnd / SRTT each, and the link serves the queue in the order its
-  ///     bytes entered: bursts entering together interleave in proportion to their rates,
-  ///     a burst that entered first leaves first, and a message queued behind another on
-  ///     the same connections enters as soon as the one before it has entered (not when it
-  ///     has left the link). cwnd is what Linux leaves an application-limited connection:
-  ///     twice the most it has had outstanding (its messages entered and not yet
-  ///     delivered), at least initial_window_bytes, at most tcp_window_bytes; SRTT is the
-  ///     link's RTT plus the queueing delay its last burst's last byte saw. In windowed
-  ///     runs each connection is also capped at the link's rate / (tp x connections), the
-  ///     lab's SO_MAX_PACING_RATE. The arbiter hears of bytes that entered the queue, as the
-  ///     lab's gate counters count them. Not modeled: a full queue (nothing is lost).
+  /// How a WAN message whose bytes per connection fit in the window crosses its link;
+  /// longer messages are window-limited flows and share it max-min fairly in every model.
+  ///   - paced (default): as its TCP connections send it. Each connection (the pair's tp x
+  ///     connections alike) has a congestion window that starts at initial_window_bytes and
+  ///     grows in slow start by what is ACKed while at least half of it is in use (Linux's
+  ///     rule for an application-limited sender), until HyStart's delay test sees the queue
+  ///     (a round's first ACKs more than RTT / 8, 4 to 16 ms, above the path's RTT), then by
+  ///     CUBIC's TCP-friendly half segment per round trip while it is full; at most
+  ///     tcp_window_bytes. A message enters the link's FIFO queue at Linux's pacing rate (2 x
+  ///     cwnd / SRTT in slow start below half the threshold, else pacing_ratio x cwnd /
+  ///     SRTT; in windowed runs at most the link's rate over the transfer's connections,
+  ///     the lab's SO_MAX_PACING_RATE) while its connections' window has room, and its ACKs
+  ///     come back a round trip after each byte left the queue (SRTT: their smoothed delay).
+  ///     The link sends its queue in the order the bytes entered: messages entering together
+  ///     interleave, one that entered first leaves first, and a message queued behind
+  ///     another on its connections enters as soon as the window lets it (not when the one
+  ///     before has left the link). What finds the queue full (the topology's `queue`, else
+  ///     1.5 x the bandwidth-delay product) is lost (with queue_overflow): CUBIC's cut (x 0.7,
+  ///     one per round trip), and it is sent again once the sender hears of it, a round
+  ///     trip and the full queue's delay after the loss; what is sent again is not lost
+  ///     again. The arbiter hears of the bytes that entered the queue, as the lab's gate
+  ///     counters count them (bench/README.md, "Simulator", "TCP into a FIFO queue").
+  ///   - shared: a max-min fair flow like the others, capped at the window over the RTT.
+  ///   - fifo: the message leaves at once and waits whole in the link's FIFO queue; the link
+  ///     serves such bursts one after the other in arrival order, each at the full rate
+  ///     (with queue_overflow).
   enum class Bursts { shared, fifo, paced };
-  Bursts bursts = Bursts::shared;
-  /// Linux's tcp_pacing_ca_ratio (120 %): a connection past slow start (HyStart) paces at
-  /// this x cwnd / SRTT. Bursts::paced only.
+  Bursts bursts = Bursts::paced;
+  /// Linux's tcp_pacing_ca_ratio (120 %): a connection past slow start (or at least at half
+  /// its threshold) paces at this x cwnd / SRTT. Bursts::paced only.
   double pacing_ratio = 1.2;
   /// Bursts::paced: what enters a link's queue is cut into pieces at most this long (and
-  /// at every burst's start and end); the link serves a piece once it is whole, so a byte
-  /// leaves at most this much later than an exact fluid FIFO would send it.
+  /// wherever a message starts, ends or fills its window); the link serves a piece once it
+  /// is whole, so a byte leaves at most this much later than an exact fluid FIFO would
+  /// send it, and ACKs come back per piece.
   std::int64_t paced_piece_ns = 1'000'000;
   /// Every WAN data flow sends its ACKs back on the reverse link, as the lab's TCP does:
   /// one 66-byte frame (Ethernet, IP, TCP with timestamps) per two full segments (Linux's
@@ -125,12 +128,14 @@ struct SimOptions {
   bool acks = true;
   /// Each compute op (forward, backward, optimizer) takes its modeled time x (1 + u), u
   /// drawn uniformly from [-compute_jitter, +compute_jitter] per op and TP group, from a
-  /// generator seeded with the scenario's seed (the same run every time). 0 (default): the
-  /// FLOP model's time exactly, so identical pipelines stay in lockstep and their transfers
-  /// always meet at the WAN. Real GPUs, and the lab's modeled ones (sleeps that overrun by a
-  /// varying 0.1-0.2 ms), vary from op to op, and their pipelines drift apart (bench/README.md,
-  /// "Simulator", "Pipelines in lockstep"). At most 0.5.
-  double compute_jitter = 0;
+  /// generator seeded with the scenario's seed (the same run every time). Identical
+  /// replicas on identical GPUs are otherwise in exact lockstep, which no real run keeps:
+  /// real GPUs and hosts vary from op to op by more than the default 0.1 %, and a FIFO
+  /// queue (Bursts::paced) turns the smallest head start into a lasting one, as it does in
+  /// the lab (bench/README.md, "Simulator", "Pipelines in lockstep" and "TCP into a FIFO
+  /// queue"; the cross-check's results hardly move between 0.01 % and 5 %). 0: the FLOP
+  /// model's times exactly. At most 0.5.
+  double compute_jitter = 0.001;
   /// The link's queue holds what the lab's does (the topology's `queue`, or 1.5 x the
   /// bandwidth-delay product at the run's rate): the part of a burst that finds it full is
   /// lost and sent again after a retransmission timeout (Linux: about SRTT + 200 ms; what
@@ -167,6 +172,17 @@ struct SimStats {
   std::size_t simulated_workers = 0;  // TP rank 0 of each (stage, replica)
 };
 
+/// Bursts::paced: one (sender, receiver) pair's TCP connections at the end of the run (its
+/// tp x connections connections alike), as the lab's agents report theirs.
+struct TcpEnd {
+  int src = -1, dst = -1;  // workers: TP rank 0 of the sending and receiving groups
+  int connections = 0;
+  double cwnd_bytes = 0;
+  double ssthresh_bytes = 0;  // infinity: still in its first slow start
+  double srtt_ns = 0;
+  double resent_bytes = 0;  // per connection: lost to a full queue and sent again
+};
+
 struct SimResult {
   /// One report per TP group, the simulated TP rank 0 of each (stage, replica), by worker
   /// id. TP rank t of a group is worker id worker + t: it ran the same spans at the same
@@ -184,6 +200,7 @@ struct SimResult {
     arbiter::Nanos first = -1, last = -1;
   };
   std::vector<Wire> wire;
+  std::vector<TcpEnd> tcp;  // Bursts::paced: every pair whose connections sent a message
   SimStats stats;
 
   /// Worker `worker`'s own report (a copy: worker id and peers its own). Throws
