@@ -808,11 +808,16 @@ class Simulation {
     for (const auto id : done) release_connections(id, now);
   }
 
-  // The next cut: a message's last byte in, its window full, or a piece's full length.
+  // The first piece boundary after `t`: cuts for length and ACKs fall on one grid.
+  Nanos piece_boundary(Nanos t) const { return (t / opt_.paced_piece_ns + 1) * opt_.paced_piece_ns; }
+
+  // The next cut: the next piece boundary, or sooner a message's last byte in. (A window
+  // that fills before the boundary is not cut there: the piece just holds no more of
+  // that message.)
   void paced_schedule(std::size_t link, Nanos now) {
     auto& L = paced_[link];
-    Nanos next = now + opt_.paced_piece_ns;
-    bool moving = false;  // none moving (paused, window full): the next ACK or grant cuts
+    Nanos next = piece_boundary(now);
+    bool moving = false;  // none moving (paused, window full): the next ACK or grant schedules
     for (const auto id : L.entering) {
       const auto& m = messages_[id];
       if (m.paused) continue;
@@ -820,7 +825,8 @@ class Simulation {
       const double rate = paced_rate(m);
       if (!(room > 0) || !(rate > 0)) continue;
       moving = true;
-      next = std::min(next, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(room / rate))));
+      const double rest = m.payload * workload::kWireOverhead - m.lost - m.entered;
+      if (rest <= room) next = std::min(next, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(rest / rate))));
     }
     if (moving) push(next, Ev::paced_cut, static_cast<std::uint32_t>(link), ++L.gen);
   }
@@ -853,7 +859,9 @@ class Simulation {
       push(now + m.delay, Ev::deliver, id);
     }
     if (p.parts.empty()) return;
-    const Nanos at = now + wan_rtt_[link];
+    // At the next piece boundary after a round trip (ACKs handled a piece at a time, like
+    // everything else here: at most paced_piece_ns late).
+    const Nanos at = piece_boundary(now + wan_rtt_[link] - 1);
     if (L.acks.empty() || L.acks.back().at != at) push(at, Ev::paced_ack, static_cast<std::uint32_t>(link));
     L.acks.push_back({at, p.at, std::move(p.parts)});
   }
@@ -864,7 +872,13 @@ class Simulation {
   // round trip, only while the window is full), and the senders may go on.
   void paced_acks(std::size_t link, Nanos now) {
     auto& L = paced_[link];
-    std::vector<std::size_t> links;
+    // Only a sender whose window was full needs a cut scheduled; the others' new pace
+    // applies from the next one (at most a piece later).
+    bool blocked = false;
+    for (const auto id : L.entering) {
+      const auto& m = messages_[id];
+      if (!m.paused && !(paced_room(m) > 0)) blocked = true;
+    }
     while (!L.acks.empty() && L.acks.front().at <= now) {
       const auto a = std::move(L.acks.front());
       L.acks.pop_front();
@@ -894,9 +908,8 @@ class Simulation {
         c.round_sampled = true;
       }
     }
-    // The senders on this link's data may go on (their window has room again).
-    paced_cut(link, now);
-    paced_schedule(link, now);
+    // A sender whose window was full may go on (from the next cut).
+    if (blocked) paced_schedule(link, now);
   }
 
   // Bytes of a paced message in its link's queue (or through it) by `now`.
