@@ -378,6 +378,39 @@ TEST_CASE("slow start: a message on a fresh connection takes log2(S / IW + 1) ro
   CHECK(paced <= (k - 0.5) * rtt + k * 1e-3 + 1e-3);
 }
 
+TEST_CASE("paced: a message whose window fills with lost bytes still gets through", "[unit][sim]") {
+  // One pipeline, a 0.5 MB message (more than slow start's window for several rounds) into
+  // a queue of one frame on a link where it takes 10 s: slow start's first round enters 26
+  // times faster than the link, most of it is lost, and the window (cut to 0.7 of 10
+  // segments) is full of lost bytes. The sender hears of them a round trip later (not when
+  // its last byte has gone, which would never come) and sends them again; the message
+  // arrives, after its line time and the resends.
+  auto topo = testing::lab({{{"name", "a"}, {"nodes", 1}, {"gpus_per_node", 1}},
+                            {{"name", "b"}, {"nodes", 1}, {"gpus_per_node", 1}}});
+  auto s = testing::scenario(2, 1, 1, 1);
+  s.iterations = 1;
+  s.warmup = 0;
+  s.connections = 1;
+  s.micro_batch_size = 64;
+  const double bytes = static_cast<double>(plan_of(s, topo).pipeline_message_bytes) * kWireOverhead;
+  for (auto& l : topo.links) {
+    l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 0.8));  // S / B = 10 s
+    l.params.queue = QueueLimit{QueueLimit::Unit::bytes, 1'514};               // one frame
+  }
+  auto opt = exact(sim::SimOptions::Bursts::paced);
+  opt.acks = false;
+  sim::SimResult r;
+  REQUIRE_NOTHROW(r = sim::simulate(plan_of(s, topo), opt));
+  CHECK(r.stats.overflows >= 1);
+  CHECK(r.stats.overflow_bytes > 0);
+  const auto a = arrivals(s, r, 1, 0.010);
+  CHECK(a[0] > 10.0);
+  CHECK(a[0] < 30.0);
+  double wire = 0;
+  for (const auto& l : r.wan) wire += l.wire_bytes;
+  CHECK(wire == Approx(2 * bytes).epsilon(1e-9));  // activations and gradients, each once
+}
+
 TEST_CASE("a ring all-reduce takes 2(n-1) chunk transfers after its last rank enters", "[unit][sim]") {
   // three-dc-7b: per stage a ring of 4 replicas on 4 nodes, each node's link carrying its
   // 8 TP ranks' rings. With 10 Gbit/s node links and no LAN delay, each hop moves

@@ -430,7 +430,8 @@ class Simulation {
         m.first_loss = -1;
         m.entry_end = -1;
         m.resending = true;
-        paced_[m.link].entering.push_back(e.a);
+        auto& entering = paced_[m.link].entering;
+        if (std::find(entering.begin(), entering.end(), e.a) == entering.end()) entering.push_back(e.a);
         paced_schedule(m.link, now);
         break;
       }
@@ -766,8 +767,15 @@ class Simulation {
           const double lost = add * f;
           if (!(lost > 0)) continue;
           if (m.first_loss < 0) {
+            // Its ACKs tell the sender, a round trip after the loss (the full queue's delay
+            // included), and it sends what was lost by then again (the lost bytes stay in
+            // flight until then, as for TCP; waiting for the message's last byte instead
+            // could wait for ever, its window full of lost bytes).
             m.first_loss = now;
             ++stats_.overflows;
+            const double rate = net_.link_rate(wan_[link]);
+            const Nanos queueing = rate > 0 ? static_cast<Nanos>(queue_limit_bytes(link) * 8e9 / rate) : 0;
+            push(now + wan_rtt_[link] + queueing, Ev::paced_resend, id);
           }
           auto& c = connections_[{m.src, m.dst}];
           if (now >= c.recovery_until) {
@@ -791,14 +799,7 @@ class Simulation {
     for (const auto id : in) {
       auto& m = messages_[id];
       m.entry_end = now;
-      if (m.lost > 0) {
-        // Its ACKs tell the sender, a round trip after the loss (the full queue's delay
-        // included), and it sends what was lost again.
-        const double rate = net_.link_rate(wan_[link]);
-        const Nanos queueing = rate > 0 ? static_cast<Nanos>(queue_limit_bytes(link) * 8e9 / rate) : 0;
-        push(std::max(now, m.first_loss + wan_rtt_[link] + queueing), Ev::paced_resend, id);
-        continue;
-      }
+      if (m.lost > 0) continue;  // waits for its resend (Ev::paced_resend)
       p.last.push_back(id);
       done.push_back(id);
     }
