@@ -29,6 +29,7 @@ constexpr double kCubicBeta = 0.7;  // CUBIC's window after a loss, as a fractio
 constexpr double kMss = 1448;       // bytes of payload per segment (Ethernet MTU, TCP timestamps)
 // CUBIC's TCP-friendly growth in congestion avoidance, segments per window ACKed:
 // 3 beta' / (2 - beta') with beta' = 1 - kCubicBeta.
+constexpr std::int64_t kPieceNsPerMessage = 10'000;  // paced pieces: 10 us per message entering at once
 constexpr double kHystartLowWindow = 16;  // segments: HyStart waits for this window
 constexpr double kRenoFriendly = 3 * (1 - kCubicBeta) / (2 - (1 - kCubicBeta));
 
@@ -817,7 +818,11 @@ class Simulation {
   // that message.)
   void paced_schedule(std::size_t link, Nanos now) {
     auto& L = paced_[link];
-    Nanos next = piece_boundary(now);
+    // A cut visits every message entering the link: with many at once (thousands of GPUs
+    // under fair), pieces get longer, kPieceNsPerMessage per message, so the work per
+    // simulated second stays bounded.
+    const Nanos len = std::max<Nanos>(opt_.paced_piece_ns, static_cast<Nanos>(L.entering.size()) * kPieceNsPerMessage);
+    Nanos next = len > opt_.paced_piece_ns ? now + len : piece_boundary(now);
     bool moving = false;  // none moving (paused, window full): the next ACK or grant schedules
     for (const auto id : L.entering) {
       const auto& m = messages_[id];

@@ -114,10 +114,11 @@ struct SimOptions {
   /// Linux's tcp_pacing_ca_ratio (120 %): a connection past slow start (or at least at half
   /// its threshold) paces at this x cwnd / SRTT. Bursts::paced only.
   double pacing_ratio = 1.2;
-  /// Bursts::paced: what enters a link's queue is cut into pieces at most this long (and
-  /// wherever a message starts, ends or fills its window); the link serves a piece once it
-  /// is whole, so a byte leaves at most this much later than an exact fluid FIFO would
-  /// send it, and ACKs come back per piece.
+  /// Bursts::paced: what enters a link's queue is cut into pieces this long (or 10 us per
+  /// message entering the link at once, when that is longer: each cut visits each of
+  /// them), and wherever a message starts or ends; the link serves a piece once it is
+  /// whole, so a byte leaves at most a piece later than an exact fluid FIFO would send it,
+  /// and ACKs come back per piece.
   std::int64_t paced_piece_ns = 1'000'000;
   /// Every WAN data flow sends its ACKs back on the reverse link, as the lab's TCP does:
   /// one 66-byte frame (Ethernet, IP, TCP with timestamps) per two full segments (Linux's
