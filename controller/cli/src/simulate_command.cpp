@@ -54,7 +54,7 @@ std::vector<int> per_stage_workers(const workload::Plan& plan) {
 
 // The simulated connections as the lab's agents report theirs (summary.json `tcp`).
 std::vector<run::TcpSample> tcp_samples(const sim::SimResult& r) {
-  constexpr double kMss = 1448;
+  using sim::kMss;
   std::vector<run::TcpSample> out;
   for (const auto& t : r.tcp) {
     run::TcpSample x;
@@ -104,10 +104,9 @@ sim::SimOptions parse_sim_flags(const SimFlags& f) {
   if (f.slow_start && o.tcp_window_bytes && *o.tcp_window_bytes <= 0)
     throw std::invalid_argument("--slow-start needs a TCP window (--tcp-window 0 turns the window off)");
   o.slow_start = f.slow_start;
-  if (f.bursts == "shared") o.bursts = sim::SimOptions::Bursts::shared;
-  else if (f.bursts == "fifo") o.bursts = sim::SimOptions::Bursts::fifo;
-  else if (f.bursts == "paced") o.bursts = sim::SimOptions::Bursts::paced;
-  else throw std::invalid_argument(fmt::format("--bursts {}: give shared, fifo or paced", f.bursts));
+  const auto bursts = sim::parse_bursts(f.bursts);
+  if (!bursts) throw std::invalid_argument(fmt::format("--bursts {}: give paced, shared or fifo", f.bursts));
+  o.bursts = *bursts;
   o.acks = !f.no_acks;
   if (!(f.compute_jitter >= 0 && f.compute_jitter <= 0.5))
     throw std::invalid_argument(fmt::format("--compute-jitter {}: give a fraction from 0 to 0.5", f.compute_jitter));

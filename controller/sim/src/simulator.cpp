@@ -26,12 +26,11 @@ using program::SpanKind;
 constexpr std::uint32_t kNone = 0xffffffffu;
 constexpr std::size_t kNoLink = static_cast<std::size_t>(-1);
 constexpr double kCubicBeta = 0.7;  // CUBIC's window after a loss, as a fraction of before
-constexpr double kMss = 1448;       // bytes of payload per segment (Ethernet MTU, TCP timestamps)
 // CUBIC's TCP-friendly growth in congestion avoidance, segments per window ACKed:
 // 3 beta' / (2 - beta') with beta' = 1 - kCubicBeta.
-constexpr std::int64_t kPieceNsPerMessage = 10'000;  // paced pieces: 10 us per message entering at once
-constexpr double kHystartLowWindow = 16;  // segments: HyStart waits for this window
 constexpr double kRenoFriendly = 3 * (1 - kCubicBeta) / (2 - (1 - kCubicBeta));
+constexpr double kHystartLowWindow = 16;  // segments: HyStart waits for this window
+constexpr std::int64_t kPieceNsPerMessage = 10'000;  // paced pieces: 10 us per message entering at once
 
 enum class Ev : std::uint8_t {
   wake, deliver, collective_end, deadline, tick, capacity, slow_start, retransmit, paced_cut, paced_resend, paced_ack
@@ -601,7 +600,7 @@ class Simulation {
       return;
     }
     conn.busy = true;
-    const double weight = static_cast<double>(tp_) * (m.link == kNoLink ? 1 : k_);
+    const double weight = weight_of(m);
     double ceiling = m.ceiling;
     const double wire = m.payload * workload::kWireOverhead;
     const bool fits = m.link != kNoLink && window_ > 0 && !opt_.slow_start && wire / weight <= window_;
@@ -717,11 +716,13 @@ class Simulation {
     return per_connection * weight_of(m);
   }
 
+  // Wire bytes the message has still to send (what was lost waits for its resend).
+  static double paced_rest(const Message& m) { return m.payload * workload::kWireOverhead - m.lost - m.entered; }
+
   // Bytes the message may still send now: its rest, within its connections' window.
   double paced_room(const Message& m) const {
     const auto& c = connections_.at({m.src, m.dst});
-    const double rest = m.payload * workload::kWireOverhead - m.lost - m.entered;
-    return std::max(0.0, std::min(rest, (c.pcwnd - c.inflight) * weight_of(m)));
+    return std::max(0.0, std::min(paced_rest(m), (c.pcwnd - c.inflight) * weight_of(m)));
   }
 
   // What the messages entering `link`'s queue sent since the last cut becomes a piece.
@@ -736,7 +737,7 @@ class Simulation {
     for (const auto id : L.entering) {
       auto& m = messages_[id];
       if (m.paused) continue;
-      const double rest = m.payload * workload::kWireOverhead - m.lost - m.entered;
+      const double rest = paced_rest(m);
       double add = std::min(paced_rate(m) * static_cast<double>(dt), paced_room(m));
       if (add >= rest * (1 - 1e-12)) {
         add = rest;
@@ -831,7 +832,7 @@ class Simulation {
       const double rate = paced_rate(m);
       if (!(room > 0) || !(rate > 0)) continue;
       moving = true;
-      const double rest = m.payload * workload::kWireOverhead - m.lost - m.entered;
+      const double rest = paced_rest(m);
       if (rest <= room) next = std::min(next, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(rest / rate))));
     }
     if (moving) push(next, Ev::paced_cut, static_cast<std::uint32_t>(link), ++L.gen);
@@ -1326,6 +1327,12 @@ std::string to_string(SimOptions::Bursts b) {
     case SimOptions::Bursts::paced: return "paced";
   }
   return "shared";
+}
+
+std::optional<SimOptions::Bursts> parse_bursts(std::string_view name) {
+  for (const auto b : {SimOptions::Bursts::shared, SimOptions::Bursts::fifo, SimOptions::Bursts::paced})
+    if (to_string(b) == name) return b;
+  return std::nullopt;
 }
 
 SimResult simulate(const workload::Plan& plan, const SimOptions& options) {

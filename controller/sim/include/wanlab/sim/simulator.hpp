@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wanlab/arbiter/arbiter.hpp"
@@ -67,6 +68,8 @@ struct LinkTrace {
 /// Wire bytes of the ACKs a data flow sends back, per wire byte of data: one 66-byte frame
 /// per two 1514-byte frames.
 inline constexpr double kAckFraction = 66.0 / (2 * 1514.0);
+/// Bytes of payload per TCP segment (1,500-byte MTU, TCP timestamps).
+inline constexpr double kMss = 1448;
 
 struct SimOptions {
   /// Each node's link to its DC's network, each direction (bit/s, applied as given, not
@@ -82,7 +85,7 @@ struct SimOptions {
   /// messages (with the scenario's tcp_slow_start_after_idle, it starts over after an idle
   /// RTO, max(200 ms, RTT)). Off: every connection is at its full window from the start.
   bool slow_start = false;
-  double initial_window_bytes = 10 * 1448;
+  double initial_window_bytes = 10 * kMss;
   /// How a WAN message whose bytes per connection fit in the window crosses its link;
   /// longer messages are window-limited flows and share it max-min fairly in every model.
   ///   - paced (default): as its TCP connections send it. Each connection (the pair's tp x
@@ -154,6 +157,8 @@ struct SimOptions {
 
 /// "shared", "fifo" or "paced".
 std::string to_string(SimOptions::Bursts b);
+/// The model named so by to_string(), or nullopt.
+std::optional<SimOptions::Bursts> parse_bursts(std::string_view name);
 
 /// A directed WAN link's traffic over the whole run.
 struct LinkTotals {
