@@ -117,8 +117,10 @@ class Simulation {
     program::WorkerReport report;
     bool done = false;
   };
+  struct Connection;
   struct Message {
     std::uint32_t src = 0, dst = 0;  // groups
+    Connection* conn = nullptr;      // connections_[{src, dst}], from when its flow is started
     std::uint32_t slot = 0;
     int iteration = 0;
     std::size_t span = 0;  // the sender's send span
@@ -142,6 +144,7 @@ class Simulation {
     Nanos entry_end = -1;   // when its last byte entered
     Nanos first_loss = -1;  // when the queue first dropped some of it (`lost`: how much)
     bool resending = false; // its lost bytes are entering again
+    bool entering = false;  // in its link's `entering` list (entering, not paused)
   };
   struct Collective {
     std::vector<std::uint32_t> members;  // groups, ring order
@@ -201,6 +204,7 @@ class Simulation {
     std::vector<std::uint32_t> entering;  // messages entering the queue now
     Nanos from = 0;                       // the last cut
     std::deque<Piece> pieces;             // cut, waiting or on the link (the first)
+    double queued = 0;                    // their bytes
     std::deque<Ack> acks;                 // pieces off the link whose ACKs are on their way
     std::uint32_t server = kNone;         // the flow sending the first piece
     std::uint32_t gen = 0;                // cut events of another generation are stale
@@ -425,13 +429,12 @@ class Simulation {
         // The sender has found out: what was lost is no longer in flight, and enters again.
         auto& m = messages_[e.a];
         paced_cut(m.link, now);
-        connections_[{m.src, m.dst}].inflight -= m.lost / weight_of(m);
+        m.conn->inflight -= m.lost / weight_of(m);
         m.lost = 0;
         m.first_loss = -1;
         m.entry_end = -1;
         m.resending = true;
-        auto& entering = paced_[m.link].entering;
-        if (std::find(entering.begin(), entering.end(), e.a) == entering.end()) entering.push_back(e.a);
+        if (!m.paused) paced_enter(e.a);  // else when its window opens again
         paced_schedule(m.link, now);
         break;
       }
@@ -594,7 +597,8 @@ class Simulation {
 
   void start_message_flow(std::uint32_t id, const std::vector<FlowNetwork::LinkId>& path, Nanos now) {
     auto& m = messages_[id];
-    auto& conn = connections_[{m.src, m.dst}];
+    if (!m.conn) m.conn = &connections_[{m.src, m.dst}];  // std::map: the node stays put
+    auto& conn = *m.conn;
     if (conn.busy) {
       conn.queue.emplace_back(id, path);
       return;
@@ -690,15 +694,24 @@ class Simulation {
     m.burst = true;
     m.paced = true;
     m.entered = 0;
-    auto& c = connections_[{m.src, m.dst}];
+    auto& c = *m.conn;
     if (c.pcwnd <= 0) {
       c.pcwnd = std::min(window_, opt_.initial_window_bytes);
       c.srtt = static_cast<double>(wan_rtt_[m.link]);
     }
     paced_cut(m.link, now);
-    paced_[m.link].entering.push_back(id);
+    paced_enter(id);
     on_wire(m, now);
     paced_schedule(m.link, now);
+  }
+
+  // The message enters its link's queue from the next cut on (a paused one is not in the
+  // list: the cuts visit only the messages that can send).
+  void paced_enter(std::uint32_t id) {
+    auto& m = messages_[id];
+    if (m.entering) return;
+    m.entering = true;
+    paced_[m.link].entering.push_back(id);
   }
 
   // The message's pace (wire bytes per ns, all its connections): Linux's pacing rate,
@@ -706,7 +719,7 @@ class Simulation {
   // else SimOptions::pacing_ratio), capped in windowed runs at the lab's
   // SO_MAX_PACING_RATE, the link's rate over the transfer's connections.
   double paced_rate(const Message& m) const {
-    const auto& c = connections_.at({m.src, m.dst});
+    const auto& c = *m.conn;
     const double ratio = c.pcwnd < c.ssthresh / 2 ? 2.0 : opt_.pacing_ratio;
     double per_connection = ratio * c.pcwnd / std::max(1.0, c.srtt);
     if (exclusive_) {
@@ -721,7 +734,7 @@ class Simulation {
 
   // Bytes the message may still send now: its rest, within its connections' window.
   double paced_room(const Message& m) const {
-    const auto& c = connections_.at({m.src, m.dst});
+    const auto& c = *m.conn;
     return std::max(0.0, std::min(paced_rest(m), (c.pcwnd - c.inflight) * weight_of(m)));
   }
 
@@ -736,7 +749,6 @@ class Simulation {
     std::vector<std::uint32_t> in;  // messages whose last byte entered
     for (const auto id : L.entering) {
       auto& m = messages_[id];
-      if (m.paused) continue;
       const double rest = paced_rest(m);
       double add = std::min(paced_rate(m) * static_cast<double>(dt), paced_room(m));
       if (add >= rest * (1 - 1e-12)) {
@@ -745,7 +757,7 @@ class Simulation {
       }
       if (!(add > 0)) continue;
       m.entered += add;
-      connections_[{m.src, m.dst}].inflight += add / weight_of(m);
+      m.conn->inflight += add / weight_of(m);
       p.bytes += add;
       p.weight += weight_of(m);
       p.parts.emplace_back(id, add);
@@ -754,8 +766,7 @@ class Simulation {
     // Drop-tail: what the queue has no room for is lost, from each message in proportion
     // to what it sent. What is sent again is not lost again (as with Bursts::fifo).
     if (opt_.queue_overflow && p.bytes > 0) {
-      double backlog = 0;
-      for (const auto& q : L.pieces) backlog += q.bytes;
+      double backlog = L.queued;
       if (L.server != kNone && net_.active(L.server)) backlog -= net_.sent(L.server, now);
       const double room = std::max(0.0, queue_limit_bytes(link) - backlog);
       double droppable = 0;
@@ -779,7 +790,7 @@ class Simulation {
             const Nanos queueing = rate > 0 ? static_cast<Nanos>(queue_limit_bytes(link) * 8e9 / rate) : 0;
             push(now + wan_rtt_[link] + queueing, Ev::paced_resend, id);
           }
-          auto& c = connections_[{m.src, m.dst}];
+          auto& c = *m.conn;
           if (now >= c.recovery_until) {
             // One loss event per round trip: CUBIC's cut, and congestion avoidance.
             c.pcwnd = std::max(2 * kMss, c.pcwnd * kCubicBeta);
@@ -796,7 +807,8 @@ class Simulation {
         p.bytes = std::max(0.0, p.bytes);
       }
     }
-    std::erase_if(L.entering, [&](std::uint32_t id) { return std::find(in.begin(), in.end(), id) != in.end(); });
+    for (const auto id : in) messages_[id].entering = false;
+    std::erase_if(L.entering, [&](std::uint32_t id) { return !messages_[id].entering; });
     std::vector<std::uint32_t> done;
     for (const auto id : in) {
       auto& m = messages_[id];
@@ -805,6 +817,7 @@ class Simulation {
       p.last.push_back(id);
       done.push_back(id);
     }
+    L.queued += p.bytes;
     L.pieces.push_back(std::move(p));
     paced_serve(link, now);
     // A message queued behind one that has entered goes next on its connections.
@@ -827,7 +840,6 @@ class Simulation {
     bool moving = false;  // none moving (paused, window full): the next ACK or grant schedules
     for (const auto id : L.entering) {
       const auto& m = messages_[id];
-      if (m.paused) continue;
       const double room = paced_room(m);
       const double rate = paced_rate(m);
       if (!(room > 0) || !(rate > 0)) continue;
@@ -860,6 +872,7 @@ class Simulation {
     auto& L = paced_[link];
     auto p = std::move(L.pieces.front());
     L.pieces.pop_front();
+    L.queued = L.pieces.empty() ? 0.0 : L.queued - p.bytes;
     for (const auto id : p.last) {
       const auto& m = messages_[id];
       wire_[m.transfer].last = now;
@@ -883,15 +896,17 @@ class Simulation {
     // applies from the next one (at most a piece later).
     bool blocked = false;
     for (const auto id : L.entering) {
-      const auto& m = messages_[id];
-      if (!m.paused && !(paced_room(m) > 0)) blocked = true;
+      if (!(paced_room(messages_[id]) > 0)) {
+        blocked = true;
+        break;
+      }
     }
     while (!L.acks.empty() && L.acks.front().at <= now) {
       const auto a = std::move(L.acks.front());
       L.acks.pop_front();
       for (const auto& [id, bytes] : a.parts) {
         const auto& m = messages_[id];
-        auto& c = connections_[{m.src, m.dst}];
+        auto& c = *m.conn;
         const double acked = bytes / weight_of(m);
         const double used = c.inflight;  // in flight when these were ACKed, them included
         c.inflight = std::max(0.0, c.inflight - acked);
@@ -995,6 +1010,7 @@ class Simulation {
         } else if (m.paused && m.paced) {
           paced_cut(m.link, now);
           m.paused = false;
+          if (m.entry_end < 0) paced_enter(id);
           paced_schedule(m.link, now);
         } else if (m.paused) {
           m.paused = false;
@@ -1006,6 +1022,10 @@ class Simulation {
           if (m.entry_end < 0) {
             paced_cut(m.link, now);
             m.paused = true;
+            if (m.entering) {
+              m.entering = false;
+              std::erase(paced_[m.link].entering, id);
+            }
             paced_schedule(m.link, now);
           }
         } else if (m.flow != kNone && net_.active(m.flow)) {
