@@ -145,6 +145,7 @@ class Simulation {
     Nanos first_loss = -1;  // when the queue first dropped some of it (`lost`: how much)
     bool resending = false; // its lost bytes are entering again
     bool entering = false;  // in its link's `entering` list (entering, not paused)
+    Nanos since = -1;       // its window was full until then: it sends from there, not from the last cut
   };
   struct Collective {
     std::vector<std::uint32_t> members;  // groups, ring order
@@ -741,7 +742,8 @@ class Simulation {
   // What the messages entering `link`'s queue sent since the last cut becomes a piece.
   void paced_cut(std::size_t link, Nanos now) {
     auto& L = paced_[link];
-    const Nanos dt = now - L.from;
+    const Nanos from = L.from;
+    const Nanos dt = now - from;
     L.from = now;
     if (L.entering.empty() || dt <= 0) return;
     Piece p;
@@ -750,7 +752,8 @@ class Simulation {
     for (const auto id : L.entering) {
       auto& m = messages_[id];
       const double rest = paced_rest(m);
-      double add = std::min(paced_rate(m) * static_cast<double>(dt), paced_room(m));
+      const double sending = static_cast<double>(now - std::max(from, m.since));
+      double add = std::min(paced_rate(m) * sending, paced_room(m));
       if (add >= rest * (1 - 1e-12)) {
         add = rest;
         in.push_back(id);
@@ -894,13 +897,9 @@ class Simulation {
     auto& L = paced_[link];
     // Only a sender whose window was full needs a cut scheduled; the others' new pace
     // applies from the next one (at most a piece later).
-    bool blocked = false;
-    for (const auto id : L.entering) {
-      if (!(paced_room(messages_[id]) > 0)) {
-        blocked = true;
-        break;
-      }
-    }
+    std::vector<std::uint32_t> blocked;
+    for (const auto id : L.entering)
+      if (!(paced_room(messages_[id]) > 0)) blocked.push_back(id);
     while (!L.acks.empty() && L.acks.front().at <= now) {
       const auto a = std::move(L.acks.front());
       L.acks.pop_front();
@@ -930,15 +929,18 @@ class Simulation {
         c.round_sampled = true;
       }
     }
-    // A sender whose window was full may go on (from the next cut).
-    if (blocked) paced_schedule(link, now);
+    // A sender whose window was full goes on from now, at its pace (the next cut credits
+    // it from here, not from the last cut: it sent nothing in between).
+    for (const auto id : blocked)
+      if (paced_room(messages_[id]) > 0) messages_[id].since = now;
+    if (!blocked.empty()) paced_schedule(link, now);
   }
 
   // Bytes of a paced message in its link's queue (or through it) by `now`.
   double paced_entered(const Message& m, Nanos now) const {
     if (m.entry_end >= 0 || m.paused) return m.entered;
     const auto& L = paced_[m.link];
-    const double more = std::min(paced_rate(m) * static_cast<double>(std::max<Nanos>(0, now - L.from)), paced_room(m));
+    const double more = std::min(paced_rate(m) * static_cast<double>(std::max<Nanos>(0, now - std::max(L.from, m.since))), paced_room(m));
     return m.entered + more;
   }
 
