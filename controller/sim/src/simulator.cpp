@@ -30,7 +30,7 @@ constexpr double kCubicBeta = 0.7;  // CUBIC's window after a loss, as a fractio
 // 3 beta' / (2 - beta') with beta' = 1 - kCubicBeta.
 constexpr double kRenoFriendly = 3 * (1 - kCubicBeta) / (2 - (1 - kCubicBeta));
 constexpr double kHystartLowWindow = 16;  // segments: HyStart waits for this window
-constexpr std::int64_t kPieceNsPerMessage = 10'000;  // paced pieces: 10 us per message entering at once
+constexpr std::int64_t kPieceNsPerMessage = 100'000;  // paced pieces: 100 us per message entering at once
 
 enum class Ev : std::uint8_t {
   wake, deliver, collective_end, deadline, tick, capacity, slow_start, retransmit, paced_cut, paced_resend, paced_ack
@@ -837,7 +837,9 @@ class Simulation {
     auto& L = paced_[link];
     // A cut visits every message entering the link: with many at once (thousands of GPUs
     // under fair), pieces get longer, kPieceNsPerMessage per message, so the work per
-    // simulated second stays bounded.
+    // simulated second stays bounded. (7B three-DC fair: 1 ms, 10 us and 100 us per message
+    // give 340.5, 346.3 and 345.2 s per iteration at 6,144 GPUs, 86.8, 86.8 and 87.3 s at
+    // 1,536; bench/README.md, "Speed".)
     const Nanos len = std::max<Nanos>(opt_.paced_piece_ns, static_cast<Nanos>(L.entering.size()) * kPieceNsPerMessage);
     Nanos next = len > opt_.paced_piece_ns ? now + len : piece_boundary(now);
     bool moving = false;  // none moving (paused, window full): the next ACK or grant schedules
