@@ -30,7 +30,11 @@ constexpr double kCubicBeta = 0.7;  // CUBIC's window after a loss, as a fractio
 // 3 beta' / (2 - beta') with beta' = 1 - kCubicBeta.
 constexpr double kRenoFriendly = 3 * (1 - kCubicBeta) / (2 - (1 - kCubicBeta));
 constexpr double kHystartLowWindow = 16;  // segments: HyStart waits for this window
-constexpr std::int64_t kPieceNsPerMessage = 100'000;  // paced pieces: 100 us per message entering at once
+// Bursts::paced: pieces get long (paced_piece_ns_per_message per message entering a link
+// at once) from this many paced_piece_ns on. Below, 1 ms pieces are cheap enough, and long
+// pieces of 1.6-3.2 ms were 3-6 % off the 1 ms result (three-dc-7b at 384-768 GPUs);
+// from 6.4 ms on they are within 1 % (bench/README.md, "Speed").
+constexpr std::int64_t kLongPieces = 4;
 
 enum class Ev : std::uint8_t {
   wake, deliver, collective_end, deadline, tick, capacity, slow_start, retransmit, paced_cut, paced_resend, paced_ack
@@ -58,8 +62,8 @@ class Simulation {
     if (sc_.iterations < 0) throw std::invalid_argument("simulate: negative iterations");
     if (!(window_ >= 0) || !(opt.initial_window_bytes > 0) || opt.progress_period_ns <= 0)
       throw std::invalid_argument("simulate: tcp window, initial window and progress period must be positive");
-    if (!(opt.pacing_ratio > 0) || opt.paced_piece_ns <= 0)
-      throw std::invalid_argument("simulate: the pacing ratio and the paced piece length must be positive");
+    if (!(opt.pacing_ratio > 0) || opt.paced_piece_ns <= 0 || opt.paced_piece_ns_per_message < 0)
+      throw std::invalid_argument("simulate: the pacing ratio and the paced piece length must be positive, the piece length per message at least 0");
     if (!(opt.compute_jitter >= 0 && opt.compute_jitter <= 0.5))
       throw std::invalid_argument(fmt::format("simulate: compute jitter {}: give a fraction from 0 to 0.5", opt.compute_jitter));
     auto policy = arbiter::make_policy(sc_.policy);
@@ -145,7 +149,8 @@ class Simulation {
     Nanos first_loss = -1;  // when the queue first dropped some of it (`lost`: how much)
     bool resending = false; // its lost bytes are entering again
     bool entering = false;  // in its link's `entering` list (entering, not paused)
-    Nanos since = -1;       // its window was full until then: it sends from there, not from the last cut
+    Nanos since = -1;       // the next cut credits it from here, not from the last cut (it could
+                            // not send before: its window was full; or it started since)
   };
   struct Collective {
     std::vector<std::uint32_t> members;  // groups, ring order
@@ -209,6 +214,7 @@ class Simulation {
     std::deque<Ack> acks;                 // pieces off the link whose ACKs are on their way
     std::uint32_t server = kNone;         // the flow sending the first piece
     std::uint32_t gen = 0;                // cut events of another generation are stale
+    Nanos next_cut = -1;                  // the cut scheduled (-1: none)
   };
 
   // ---- setup ----
@@ -422,6 +428,7 @@ class Simulation {
         break;
       case Ev::paced_cut:
         if (e.b == paced_[e.a].gen) {
+          paced_[e.a].next_cut = -1;
           paced_cut(e.a, now);
           paced_schedule(e.a, now);
         }
@@ -429,13 +436,16 @@ class Simulation {
       case Ev::paced_resend: {
         // The sender has found out: what was lost is no longer in flight, and enters again.
         auto& m = messages_[e.a];
-        paced_cut(m.link, now);
+        if (!long_pieces(paced_[m.link])) paced_cut(m.link, now);
         m.conn->inflight -= m.lost / weight_of(m);
         m.lost = 0;
         m.first_loss = -1;
         m.entry_end = -1;
         m.resending = true;
-        if (!m.paused) paced_enter(e.a);  // else when its window opens again
+        if (!m.paused && !m.entering) {  // else when its window opens again
+          m.since = now;
+          paced_enter(e.a);
+        }
         paced_schedule(m.link, now);
         break;
       }
@@ -596,7 +606,9 @@ class Simulation {
     return needed_at_[slot];
   }
 
-  void start_message_flow(std::uint32_t id, const std::vector<FlowNetwork::LinkId>& path, Nanos now) {
+  // `sent_from`: a paced message may enter from then (its connections were free then).
+  void start_message_flow(std::uint32_t id, const std::vector<FlowNetwork::LinkId>& path, Nanos now,
+                          Nanos sent_from = -1) {
     auto& m = messages_[id];
     if (!m.conn) m.conn = &connections_[{m.src, m.dst}];  // std::map: the node stays put
     auto& conn = *m.conn;
@@ -610,7 +622,7 @@ class Simulation {
     const double wire = m.payload * workload::kWireOverhead;
     const bool fits = m.link != kNoLink && window_ > 0 && !opt_.slow_start && wire / weight <= window_;
     if (fits && opt_.bursts == SimOptions::Bursts::paced) {
-      start_paced(id, now);
+      start_paced(id, now, sent_from);
       return;
     }
     if (fits && opt_.bursts == SimOptions::Bursts::fifo) {
@@ -690,7 +702,7 @@ class Simulation {
   double weight_of(const Message& m) const { return static_cast<double>(tp_) * (m.link == kNoLink ? 1 : k_); }
 
   // A message starts entering its link's queue (its connections are its alone now).
-  void start_paced(std::uint32_t id, Nanos now) {
+  void start_paced(std::uint32_t id, Nanos now, Nanos sent_from) {
     auto& m = messages_[id];
     m.burst = true;
     m.paced = true;
@@ -700,10 +712,27 @@ class Simulation {
       c.pcwnd = std::min(window_, opt_.initial_window_bytes);
       c.srtt = static_cast<double>(wan_rtt_[m.link]);
     }
+    on_wire(m, now);
+    if (long_pieces(paced_[m.link])) {  // no cut: it enters from now, in the piece now open
+      m.since = sent_from >= 0 ? sent_from : now;
+      paced_enter(id);
+      paced_schedule(m.link, now);
+      return;
+    }
     paced_cut(m.link, now);
     paced_enter(id);
-    on_wire(m, now);
     paced_schedule(m.link, now);
+  }
+
+  // With many messages entering a link at once, pieces are long (paced_piece_ns_per_message
+  // per message) and cut only on their own clock: a message that starts, comes back or puts
+  // its last byte in between two cuts does so within the open piece (from its own instant;
+  // the last byte leaves with its piece), so a start or an end costs no visit of every
+  // message entering.
+  bool long_pieces(const PacedLink& L) const { return piece_length(L) > opt_.paced_piece_ns; }
+  Nanos piece_length(const PacedLink& L) const {
+    const Nanos len = static_cast<Nanos>(L.entering.size()) * opt_.paced_piece_ns_per_message;
+    return len >= kLongPieces * opt_.paced_piece_ns ? len : opt_.paced_piece_ns;
   }
 
   // The message enters its link's queue from the next cut on (a paused one is not in the
@@ -748,15 +777,20 @@ class Simulation {
     if (L.entering.empty() || dt <= 0) return;
     Piece p;
     p.at = now;
+    const bool coarse = long_pieces(L);
     std::vector<std::uint32_t> in;  // messages whose last byte entered
+    std::vector<Nanos> in_at;       // when (long pieces: its own instant, else now)
     for (const auto id : L.entering) {
       auto& m = messages_[id];
       const double rest = paced_rest(m);
-      const double sending = static_cast<double>(now - std::max(from, m.since));
-      double add = std::min(paced_rate(m) * sending, paced_room(m));
+      const Nanos start = m.since >= 0 ? m.since : from;
+      m.since = -1;
+      const double rate = paced_rate(m);
+      double add = std::min(rate * static_cast<double>(now - start), paced_room(m));
       if (add >= rest * (1 - 1e-12)) {
         add = rest;
         in.push_back(id);
+        in_at.push_back(coarse && rate > 0 ? std::clamp(start + static_cast<Nanos>(std::ceil(rest / rate)), start, now) : now);
       }
       if (!(add > 0)) continue;
       m.entered += add;
@@ -812,19 +846,20 @@ class Simulation {
     }
     for (const auto id : in) messages_[id].entering = false;
     std::erase_if(L.entering, [&](std::uint32_t id) { return !messages_[id].entering; });
-    std::vector<std::uint32_t> done;
-    for (const auto id : in) {
-      auto& m = messages_[id];
+    std::vector<std::pair<std::uint32_t, Nanos>> done;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      auto& m = messages_[in[i]];
       m.entry_end = now;
       if (m.lost > 0) continue;  // waits for its resend (Ev::paced_resend)
-      p.last.push_back(id);
-      done.push_back(id);
+      p.last.push_back(in[i]);
+      done.emplace_back(in[i], in_at[i]);
     }
     L.queued += p.bytes;
     L.pieces.push_back(std::move(p));
     paced_serve(link, now);
-    // A message queued behind one that has entered goes next on its connections.
-    for (const auto id : done) release_connections(id, now);
+    // A message queued behind one that has entered goes next on its connections (with
+    // long pieces, from when the last byte went in).
+    for (const auto& [id, at] : done) release_connections(id, now, coarse ? at : -1);
   }
 
   // The first piece boundary after `t`: cuts for length and ACKs fall on one grid.
@@ -835,13 +870,15 @@ class Simulation {
   // that message.)
   void paced_schedule(std::size_t link, Nanos now) {
     auto& L = paced_[link];
+    const bool coarse = long_pieces(L);
+    if (coarse && L.next_cut >= 0) return;  // long pieces: on their own clock
     // A cut visits every message entering the link: with many at once (thousands of GPUs
-    // under fair), pieces get longer, kPieceNsPerMessage per message, so the work per
-    // simulated second stays bounded. (7B three-DC fair: 1 ms, 10 us and 100 us per message
-    // give 340.5, 346.3 and 345.2 s per iteration at 6,144 GPUs, 86.8, 86.8 and 87.3 s at
-    // 1,536; bench/README.md, "Speed".)
-    const Nanos len = std::max<Nanos>(opt_.paced_piece_ns, static_cast<Nanos>(L.entering.size()) * kPieceNsPerMessage);
-    Nanos next = len > opt_.paced_piece_ns ? now + len : piece_boundary(now);
+    // under fair), pieces get longer, paced_piece_ns_per_message each, so the work per
+    // simulated second stays bounded (long_pieces()). 7B three-DC fair, s per iteration,
+    // 1 ms pieces against long ones: 86.8 / 87.0 at 1,536 GPUs, 340.5 / 345.0 at 6,144
+    // (bench/README.md, "Speed").
+    const Nanos len = piece_length(L);
+    Nanos next = coarse ? now + len : piece_boundary(now);
     bool moving = false;  // none moving (paused, window full): the next ACK or grant schedules
     for (const auto id : L.entering) {
       const auto& m = messages_[id];
@@ -849,10 +886,14 @@ class Simulation {
       const double rate = paced_rate(m);
       if (!(room > 0) || !(rate > 0)) continue;
       moving = true;
+      if (coarse) break;  // long pieces end on their clock, not at a message's last byte
       const double rest = paced_rest(m);
-      if (rest <= room) next = std::min(next, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(rest / rate))));
+      if (!coarse && rest <= room)
+        next = std::min(next, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(rest / rate))));
     }
-    if (moving) push(next, Ev::paced_cut, static_cast<std::uint32_t>(link), ++L.gen);
+    if (!moving) return;
+    L.next_cut = next;
+    push(next, Ev::paced_cut, static_cast<std::uint32_t>(link), ++L.gen);
   }
 
   // The link sends its queue's first piece when it has none on the wire.
@@ -942,7 +983,8 @@ class Simulation {
   double paced_entered(const Message& m, Nanos now) const {
     if (m.entry_end >= 0 || m.paused) return m.entered;
     const auto& L = paced_[m.link];
-    const double more = std::min(paced_rate(m) * static_cast<double>(std::max<Nanos>(0, now - std::max(L.from, m.since))), paced_room(m));
+    const Nanos start = m.since >= 0 ? m.since : L.from;
+    const double more = std::min(paced_rate(m) * static_cast<double>(std::max<Nanos>(0, now - start)), paced_room(m));
     return m.entered + more;
   }
 
@@ -1112,14 +1154,14 @@ class Simulation {
   }
 
   // The message's connections are free for the next one queued on them.
-  void release_connections(std::uint32_t id, Nanos now) {
+  void release_connections(std::uint32_t id, Nanos now, Nanos free_from = -1) {
     const auto& m = messages_[id];
     auto& c = connections_[{m.src, m.dst}];
     c.busy = false;
     if (!c.queue.empty()) {
       auto [next, path] = std::move(c.queue.front());
       c.queue.pop_front();
-      start_message_flow(next, path, now);
+      start_message_flow(next, path, now, free_from);
     }
   }
 

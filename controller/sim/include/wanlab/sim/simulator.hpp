@@ -117,12 +117,17 @@ struct SimOptions {
   /// Linux's tcp_pacing_ca_ratio (120 %): a connection past slow start (or at least at half
   /// its threshold) paces at this x cwnd / SRTT. Bursts::paced only.
   double pacing_ratio = 1.2;
-  /// Bursts::paced: what enters a link's queue is cut into pieces this long (or 10 us per
-  /// message entering the link at once, when that is longer: each cut visits each of
-  /// them), and wherever a message starts or ends; the link serves a piece once it is
-  /// whole, so a byte leaves at most a piece later than an exact fluid FIFO would send it,
-  /// and ACKs come back per piece.
+  /// Bursts::paced: what enters a link's queue is cut into pieces this long, and wherever
+  /// a message starts or ends; the link serves a piece once it is whole, so a byte leaves
+  /// at most a piece later than an exact fluid FIFO would send it, and ACKs come back per
+  /// piece.
   std::int64_t paced_piece_ns = 1'000'000;
+  /// Bursts::paced, many messages entering a link at once (each cut visits each of them):
+  /// pieces this long per message when that is at least 4 x paced_piece_ns, and then cut
+  /// on their own clock only (a message that starts, comes back or ends in between does so
+  /// within the open piece, from its own instant; its last byte leaves with the piece).
+  /// 0: always paced_piece_ns.
+  std::int64_t paced_piece_ns_per_message = 100'000;
   /// Every WAN data flow sends its ACKs back on the reverse link, as the lab's TCP does:
   /// one 66-byte frame (Ethernet, IP, TCP with timestamps) per two full segments (Linux's
   /// delayed ACK), kAckFraction of the data's wire bytes, at that fraction of the data's
