@@ -8,6 +8,11 @@
 // simulated iteration, the time per GPU x micro-batch and its ratio to the smallest run's
 // (1.0: linear; above: worse than linear).
 //
+// `paced/POLICY/N/16` does the same for bench/scenarios/paper/three-dc-7b.json (7B, PP 3, one
+// stage per DC, 16 micro-batches): its messages fit in a TCP window, so they take the paced
+// model (TCP into each link's FIFO queue), whose work grows with simulated time, not with
+// messages. Its table follows the first.
+//
 // `prefill/N` times BubbleTea's prefill pass (sim::simulate_prefill) on a fair run of the
 // same scenario at N GPUs (16 micro-batches, 2 iterations, 1 warm-up) with a Poisson load
 // of N / 2 requests per second of 2048-token prompts through the training model: the
@@ -34,8 +39,8 @@ namespace {
 
 using namespace wanlab;
 
-std::filesystem::path scenario_file() {
-  return std::filesystem::path(__FILE__).parent_path() / "scenarios" / "paper" / "three-dc-70b.json";
+std::filesystem::path scenario_file(const std::string& name = "three-dc-70b.json") {
+  return std::filesystem::path(__FILE__).parent_path() / "scenarios" / "paper" / name;
 }
 
 struct Row {
@@ -44,10 +49,12 @@ struct Row {
   std::uint64_t events = 0, flows = 0, transfers = 0;
   double iteration_s = 0;  // simulated
 };
-std::map<std::tuple<std::string, long, long>, Row> g_rows;  // (policy, gpus, micro-batches)
+using Rows = std::map<std::tuple<std::string, long, long>, Row>;  // (policy, gpus, micro-batches)
+std::map<std::string, Rows> g_rows;                                 // by scenario file
 
-workload::Plan make_plan(long gpus, long micro_batches, const std::string& policy, double& plan_s) {
-  auto s = workload::load_scenario(scenario_file());
+workload::Plan make_plan(const std::string& file, long gpus, long micro_batches, const std::string& policy,
+                         double& plan_s) {
+  auto s = workload::load_scenario(scenario_file(file));
   auto topo = core::load_topology(s.topology_path);
   auto r = sim::rescale_gpus(s, topo, gpus);
   r.scenario.micro_batches = static_cast<int>(micro_batches);
@@ -60,11 +67,11 @@ workload::Plan make_plan(long gpus, long micro_batches, const std::string& polic
   return plan;
 }
 
-void BM_iteration(benchmark::State& state, const std::string& policy) {
+void run_iterations(benchmark::State& state, const std::string& file, const std::string& policy) {
   const long gpus = state.range(0);
   const long mb = state.range(1);
   double plan_s = 0;
-  const auto plan = make_plan(gpus, mb, policy, plan_s);
+  const auto plan = make_plan(file, gpus, mb, policy, plan_s);
   sim::SimResult last;
   double total = 0;
   std::int64_t runs = 0;
@@ -82,9 +89,14 @@ void BM_iteration(benchmark::State& state, const std::string& policy) {
   state.counters["micro_batches"] = static_cast<double>(mb);
   state.counters["events"] = static_cast<double>(last.stats.events);
   state.counters["simulated_s"] = static_cast<double>(end) / 1e9;
-  g_rows[{policy, gpus, mb}] = {total / static_cast<double>(runs), plan_s, last.stats.events, last.stats.flows,
-                                last.stats.transfers, static_cast<double>(end) / 1e9};
+  g_rows[file][{policy, gpus, mb}] = {total / static_cast<double>(runs), plan_s, last.stats.events,
+                                      last.stats.flows, last.stats.transfers, static_cast<double>(end) / 1e9};
 }
+
+void BM_iteration(benchmark::State& state, const std::string& policy) {
+  run_iterations(state, "three-dc-70b.json", policy);
+}
+void BM_paced(benchmark::State& state, const std::string& policy) { run_iterations(state, "three-dc-7b.json", policy); }
 
 struct PrefillRow {
   double seconds = 0;  // mean simulate_prefill() time
@@ -132,6 +144,14 @@ void sweep(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_iteration, fair, std::string("fair"))->Apply(sweep);
 BENCHMARK_CAPTURE(BM_iteration, atlas, std::string("atlas"))->Apply(sweep);
+// 7B: stages x replicas x TP, as `wanlab simulate --gpus` grows it (multiples of 24).
+void paced_sweep(benchmark::internal::Benchmark* b) {
+  for (long gpus : {1536, 6144, 16368}) b->Args({gpus, 16});
+  b->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1)->Complexity(benchmark::oN);
+}
+
+BENCHMARK_CAPTURE(BM_paced, fair, std::string("fair"))->Apply(paced_sweep);
+BENCHMARK_CAPTURE(BM_paced, atlas, std::string("atlas"))->Apply(paced_sweep);
 BENCHMARK(BM_prefill)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 }  // namespace
@@ -149,19 +169,19 @@ int main(int argc, char** argv) {
       fmt::print("| {} | {:.0f} | {:.0f} | {:.3f} | {:.1f} |\n", gpus, row.requests, row.completed, row.seconds,
                  row.requests > 0 ? row.seconds * 1e6 / row.requests : 0.0);
   }
-  if (g_rows.empty()) return 0;
-  fmt::print("\nOne iteration of {} grown to N GPUs (simulate() alone; plan built beforehand):\n",
-             scenario_file().filename().string());
-  fmt::print("| policy | GPUs | micro-batches | GPUs x mb | simulated iteration (s) | wall per iteration (s) | "
-             "us per GPU x mb | ratio to linear | events | flows | plan build (s) |\n");
-  fmt::print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  std::map<std::string, double> first;  // per policy: us per GPU x mb of its smallest run
-  for (const auto& [key, row] : g_rows) {
-    const auto& [policy, gpus, mb] = key;
-    const double per = row.seconds * 1e6 / static_cast<double>(gpus * mb);
-    if (!first.contains(policy)) first[policy] = per;
-    fmt::print("| {} | {} | {} | {} | {:.1f} | {:.3f} | {:.2f} | {:.2f} | {} | {} | {:.3f} |\n", policy, gpus, mb,
-               gpus * mb, row.iteration_s, row.seconds, per, per / first[policy], row.events, row.flows, row.plan_s);
+  for (const auto& [file, rows] : g_rows) {
+    fmt::print("\nOne iteration of {} grown to N GPUs (simulate() alone; plan built beforehand):\n", file);
+    fmt::print("| policy | GPUs | micro-batches | GPUs x mb | simulated iteration (s) | wall per iteration (s) | "
+               "us per GPU x mb | ratio to linear | events | flows | plan build (s) |\n");
+    fmt::print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    std::map<std::string, double> first;  // per policy: us per GPU x mb of its smallest run
+    for (const auto& [key, row] : rows) {
+      const auto& [policy, gpus, mb] = key;
+      const double per = row.seconds * 1e6 / static_cast<double>(gpus * mb);
+      if (!first.contains(policy)) first[policy] = per;
+      fmt::print("| {} | {} | {} | {} | {:.1f} | {:.3f} | {:.2f} | {:.2f} | {} | {} | {:.3f} |\n", policy, gpus, mb,
+                 gpus * mb, row.iteration_s, row.seconds, per, per / first[policy], row.events, row.flows, row.plan_s);
+    }
   }
   return 0;
 }

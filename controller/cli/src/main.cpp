@@ -116,9 +116,9 @@ int main(int argc, char** argv) {
                     "Simulator: how messages that fit in their TCP windows cross a WAN link: paced (default: each "
                     "TCP connection sends within its congestion window at Linux's pacing rate into the link's FIFO "
                     "queue, with slow start, HyStart, CUBIC's window and drop-tail loss; the link sends its queue in "
-                    "order; its work grows with simulated time x links x messages entering at once: with thousands of "
-                    "GPUs and messages that fit in the windows, minutes), shared (max-min flows with the others; fast "
-                    "at any size) or fifo (each leaves at once and the link serves them whole in arrival order, with "
+                    "order; its work grows with simulated time x links: 7B across three DCs at 16,368 GPUs takes about "
+                    "1 s per iteration under fair, 5 s under atlas), shared (max-min flows with the others; faster) "
+                    "or fifo (each leaves at once and the link serves them whole in arrival order, with "
                     "the lab's queue limit: what overflows is sent again after an RTO)")
         ->check(CLI::IsMember({"paced", "shared", "fifo"}));
     cmd->add_flag("--no-acks", f.no_acks,
