@@ -63,7 +63,9 @@ class Simulation {
     if (!(window_ >= 0) || !(opt.initial_window_bytes > 0) || opt.progress_period_ns <= 0)
       throw std::invalid_argument("simulate: tcp window, initial window and progress period must be positive");
     if (!(opt.pacing_ratio > 0) || opt.paced_piece_ns <= 0 || opt.paced_piece_ns_per_message < 0)
-      throw std::invalid_argument("simulate: the pacing ratio and the paced piece length must be positive, the piece length per message at least 0");
+      throw std::invalid_argument(
+          "simulate: the pacing ratio and the paced piece length must be positive, the piece length per message at "
+          "least 0");
     if (!(opt.compute_jitter >= 0 && opt.compute_jitter <= 0.5))
       throw std::invalid_argument(fmt::format("simulate: compute jitter {}: give a fraction from 0 to 0.5", opt.compute_jitter));
     auto policy = arbiter::make_policy(sc_.policy);
@@ -865,9 +867,10 @@ class Simulation {
   // The first piece boundary after `t`: cuts for length and ACKs fall on one grid.
   Nanos piece_boundary(Nanos t) const { return (t / opt_.paced_piece_ns + 1) * opt_.paced_piece_ns; }
 
-  // The next cut: the next piece boundary, or sooner a message's last byte in. (A window
-  // that fills before the boundary is not cut there: the piece just holds no more of
-  // that message.)
+  // The next cut: the next piece boundary, or sooner a message's last byte in (long
+  // pieces: a piece's length from now, and a cut once scheduled stands). (A window that
+  // fills before the boundary is not cut there: the piece just holds no more of that
+  // message.)
   void paced_schedule(std::size_t link, Nanos now) {
     auto& L = paced_[link];
     const bool coarse = long_pieces(L);
@@ -888,8 +891,7 @@ class Simulation {
       moving = true;
       if (coarse) break;  // long pieces end on their clock, not at a message's last byte
       const double rest = paced_rest(m);
-      if (!coarse && rest <= room)
-        next = std::min(next, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(rest / rate))));
+      if (rest <= room) next = std::min(next, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(rest / rate))));
     }
     if (!moving) return;
     L.next_cut = next;
@@ -1155,8 +1157,7 @@ class Simulation {
 
   // The message's connections are free for the next one queued on them.
   void release_connections(std::uint32_t id, Nanos now, Nanos free_from = -1) {
-    const auto& m = messages_[id];
-    auto& c = connections_[{m.src, m.dst}];
+    auto& c = *messages_[id].conn;
     c.busy = false;
     if (!c.queue.empty()) {
       auto [next, path] = std::move(c.queue.front());
