@@ -81,6 +81,36 @@ std::vector<double> arrivals(const Scenario& s, const sim::SimResult& r, int d, 
   return out;
 }
 
+// three-dc-7b at full size (scale 1: WAN links of 3.9-4.4 Gbit/s, RTTs of 68-122 ms) under
+// `policy`, with `dp` pipelines (the DCs grown to hold them) and `iterations`, the first a
+// warm-up.
+Plan full_size_three_dc_7b(const std::string& policy, int dp, int iterations) {
+  auto s = shipped_scenario("three-dc-7b.json");
+  s.scale = 1;
+  s.lan_scale = 1;
+  s.policy = policy;
+  s.parallelism.dp = dp;
+  s.iterations = iterations;
+  s.warmup = 1;
+  auto topo = core::load_topology(s.topology_path);
+  for (auto& dc : topo.dcs) dc.nodes = dc.nodes * dp / 4;
+  return plan_of(s, topo);
+}
+
+// The simulator's defaults with bench/paper_scale.py's node links (8 x 400 Gbit/s).
+sim::SimOptions paper_options() {
+  sim::SimOptions o;
+  o.lan_rate_bps = 3.2e12;
+  return o;
+}
+
+// The mean simulated time of the iterations after the first.
+double seconds_per_iteration(const sim::SimResult& r) {
+  const auto ends = iteration_ends(r.reports());
+  REQUIRE(ends.size() >= 2);
+  return static_cast<double>(ends.back() - ends.front()) / 1e9 / static_cast<double>(ends.size() - 1);
+}
+
 // The models the exact checks below are written for: the FLOP model's compute times (no
 // jitter) and, unless a check picks another, bursts as max-min flows.
 sim::SimOptions exact(sim::SimOptions::Bursts bursts = sim::SimOptions::Bursts::shared) {
@@ -420,23 +450,14 @@ TEST_CASE("paced: the result does not hang on the piece length (a reopened windo
   // slow start through HyStart (a quarter of the pairs here) with 1 ms pieces, 3.42 s per
   // iteration, against 2.85 s with 0.25 ms pieces. The pieces are only the model's step:
   // quartering them must not move the result.
-  auto s = shipped_scenario("three-dc-7b.json");
-  s.scale = 1;
-  s.lan_scale = 1;
-  s.policy = "atlas";
-  s.iterations = 2;
-  s.warmup = 1;
-  const auto plan = plan_of(s, core::load_topology(s.topology_path));
+  const auto plan = full_size_three_dc_7b("atlas", 4, 2);
   const auto run = [&](std::int64_t piece_ns) {
-    sim::SimOptions opt;
+    auto opt = paper_options();
     opt.paced_piece_ns = piece_ns;
-    opt.lan_rate_bps = 3.2e12;
     const auto r = sim::simulate(plan, opt);
-    const auto ends = iteration_ends(r.reports());
-    REQUIRE(ends.size() == 2);
     double in_slow_start = 0;
     for (const auto& t : r.tcp) in_slow_start += t.ssthresh_bytes >= t.cwnd_bytes ? 1 : 0;
-    return std::pair{static_cast<double>(ends[1] - ends[0]) / 1e9, in_slow_start / static_cast<double>(r.tcp.size())};
+    return std::pair{seconds_per_iteration(r), in_slow_start / static_cast<double>(r.tcp.size())};
   };
   const auto [t1, ss1] = run(1'000'000);
   const auto [t4, ss4] = run(250'000);
@@ -452,23 +473,12 @@ TEST_CASE("paced: long pieces with many messages entering give the result of 1 m
   // clock, and a message that starts or ends in between does so inside the open piece.
   // That is a coarser step, not another model: the iteration time stays within 2 % of
   // 1 ms pieces everywhere (paced_piece_ns_per_message = 0), with fewer events.
-  auto s = shipped_scenario("three-dc-7b.json");
-  s.scale = 1;
-  s.lan_scale = 1;
-  s.parallelism.dp = 64;
-  s.iterations = 4;
-  s.warmup = 1;
-  auto topo = core::load_topology(s.topology_path);
-  for (auto& dc : topo.dcs) dc.nodes *= 16;
-  const auto plan = plan_of(s, topo);
+  const auto plan = full_size_three_dc_7b("fair", 64, 4);
   const auto run = [&](std::int64_t per_message) {
-    sim::SimOptions opt;
+    auto opt = paper_options();
     opt.paced_piece_ns_per_message = per_message;
-    opt.lan_rate_bps = 3.2e12;
     const auto r = sim::simulate(plan, opt);
-    const auto ends = iteration_ends(r.reports());
-    REQUIRE(ends.size() == 4);
-    return std::pair{static_cast<double>(ends[3] - ends[0]) / 3e9, r.stats.events};
+    return std::pair{seconds_per_iteration(r), r.stats.events};
   };
   const auto [fine, fine_events] = run(0);
   const auto [coarse, coarse_events] = run(100'000);
