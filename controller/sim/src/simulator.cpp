@@ -715,13 +715,11 @@ class Simulation {
       c.srtt = static_cast<double>(wan_rtt_[m.link]);
     }
     on_wire(m, now);
-    if (long_pieces(paced_[m.link])) {  // no cut: it enters from now, in the piece now open
-      m.since = sent_from >= 0 ? sent_from : now;
-      paced_enter(id);
-      paced_schedule(m.link, now);
-      return;
-    }
-    paced_cut(m.link, now);
+    // Long pieces: no cut, it enters inside the piece now open, from when its connections
+    // were free.
+    const bool coarse = long_pieces(paced_[m.link]);
+    if (!coarse) paced_cut(m.link, now);
+    m.since = coarse && sent_from >= 0 ? sent_from : now;
     paced_enter(id);
     paced_schedule(m.link, now);
   }
@@ -780,8 +778,8 @@ class Simulation {
     Piece p;
     p.at = now;
     const bool coarse = long_pieces(L);
-    std::vector<std::uint32_t> in;  // messages whose last byte entered
-    std::vector<Nanos> in_at;       // when (long pieces: its own instant, else now)
+    std::vector<std::pair<std::uint32_t, Nanos>> in;  // messages whose last byte entered, when
+                                                      // (long pieces: its own instant, else now)
     for (const auto id : L.entering) {
       auto& m = messages_[id];
       const double rest = paced_rest(m);
@@ -791,8 +789,8 @@ class Simulation {
       double add = std::min(rate * static_cast<double>(now - start), paced_room(m));
       if (add >= rest * (1 - 1e-12)) {
         add = rest;
-        in.push_back(id);
-        in_at.push_back(coarse && rate > 0 ? std::clamp(start + static_cast<Nanos>(std::ceil(rest / rate)), start, now) : now);
+        in.emplace_back(id, coarse && rate > 0 ? std::clamp(start + static_cast<Nanos>(std::ceil(rest / rate)), start, now)
+                                               : now);
       }
       if (!(add > 0)) continue;
       m.entered += add;
@@ -846,22 +844,20 @@ class Simulation {
         p.bytes = std::max(0.0, p.bytes);
       }
     }
-    for (const auto id : in) messages_[id].entering = false;
-    std::erase_if(L.entering, [&](std::uint32_t id) { return !messages_[id].entering; });
-    std::vector<std::pair<std::uint32_t, Nanos>> done;
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      auto& m = messages_[in[i]];
-      m.entry_end = now;
-      if (m.lost > 0) continue;  // waits for its resend (Ev::paced_resend)
-      p.last.push_back(in[i]);
-      done.emplace_back(in[i], in_at[i]);
+    for (const auto& [id, at] : in) {
+      messages_[id].entering = false;
+      messages_[id].entry_end = now;
     }
+    std::erase_if(L.entering, [&](std::uint32_t id) { return !messages_[id].entering; });
+    // One with bytes lost waits for its resend (Ev::paced_resend); the others are in.
+    std::erase_if(in, [&](const auto& e) { return messages_[e.first].lost > 0; });
+    for (const auto& [id, at] : in) p.last.push_back(id);
     L.queued += p.bytes;
     L.pieces.push_back(std::move(p));
     paced_serve(link, now);
     // A message queued behind one that has entered goes next on its connections (with
     // long pieces, from when the last byte went in).
-    for (const auto& [id, at] : done) release_connections(id, now, coarse ? at : -1);
+    for (const auto& [id, at] : in) release_connections(id, now, coarse ? at : -1);
   }
 
   // The first piece boundary after `t`: cuts for length and ACKs fall on one grid.
@@ -1146,7 +1142,7 @@ class Simulation {
       // A part of it is still to be sent again: its connections wait with it.
       if (--m.parts > 0) return;
     }
-    auto& c = connections_[{m.src, m.dst}];
+    auto& c = *m.conn;
     if (opt_.slow_start && m.link != kNoLink) {
       c.cwnd = m.cwnd;
       c.last_active = now;
