@@ -429,3 +429,70 @@ TEST_CASE("a window that stalls after some progress passes the link on without r
   REQUIRE(arb.transfer(b).state == State::granted);
   REQUIRE_FALSE(arb.windows().front().revoked);
 }
+
+TEST_CASE("atlas grants many waiting transfers, asked for in any order, in its order; a revoked one last",
+          "[arbiter]") {
+  ArbiterOptions o;
+  o.pack_small_transfers = false;
+  auto arb = make("atlas", 0, o);
+  // 200 transfers asked for in a scrambled order: needs from a permutation, two pipelines
+  // per need (ties go to the lower pipeline).
+  std::vector<TransferId> ids;
+  std::map<TransferId, std::pair<Nanos, int>> key;
+  for (int i = 0; i < 200; ++i) {
+    TransferSpec s;
+    s.link = kLink;
+    s.bytes = kBytes;
+    s.needed_at = (i * 37) % 100;
+    s.pipeline = 199 - i;
+    const auto id = arb.request(s, 0);
+    ids.push_back(id);
+    key[id] = {s.needed_at, s.pipeline};
+  }
+  auto expected = ids;
+  std::sort(expected.begin(), expected.end(), [&](TransferId a, TransferId b) { return key[a] < key[b]; });
+  arb.advance(0);
+  // The first owner never sends: it loses the window at the idle timeout and goes behind
+  // every other one.
+  REQUIRE(arb.owners(kLink) == std::vector<TransferId>{expected.front()});
+  Nanos now = o.idle_timeout;
+  arb.advance(now);
+  REQUIRE(arb.transfer(expected.front()).state == State::revoked_pending);
+  std::vector<TransferId> granted;
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    const auto owners = arb.owners(kLink);
+    REQUIRE(owners.size() == 1);
+    granted.push_back(owners.front());
+    REQUIRE(arb.next_deadline().has_value());
+    now += kTransfer;
+    arb.progress(owners.front(), kBytes, now);
+    arb.complete(owners.front(), now);
+    arb.advance(now);
+  }
+  std::rotate(expected.begin(), expected.begin() + 1, expected.end());
+  REQUIRE(granted == expected);
+  REQUIRE(!arb.next_deadline().has_value());
+}
+
+TEST_CASE("the next deadline follows every change: a grant, progress, a capacity change", "[arbiter]") {
+  ArbiterOptions o;
+  o.idle_timeout = 200 * kMs;
+  o.stall_after = 50 * kMs;
+  auto arb = make("atlas", 0, o);
+  REQUIRE(!arb.next_deadline().has_value());
+  TransferSpec s;
+  s.link = kLink;
+  s.bytes = kBytes;
+  const auto id = arb.request(s, 0);
+  REQUIRE(!arb.next_deadline().has_value());  // asked, not yet granted
+  arb.advance(0);
+  REQUIRE(arb.next_deadline() == 100 * kMs);  // the planned end, before the idle timeout
+  arb.progress(id, kBytes / 4, 10 * kMs);
+  REQUIRE(arb.next_deadline() == 60 * kMs);  // stalled if nothing comes for 50 ms
+  arb.progress(id, kBytes / 2, 40 * kMs);
+  REQUIRE(arb.next_deadline() == 90 * kMs);
+  arb.set_capacity(kLink, 0, 45 * kMs);      // an outage: no timeouts, no planned end
+  REQUIRE(!arb.next_deadline().has_value());
+  arb.set_capacity(kLink, kRate, 50 * kMs);  // back: the rest re-planned from now
+  REQUIRE(arb.next_deadline() == 100 * kMs);
+}

@@ -101,6 +101,7 @@ Arbiter::Arbiter(std::unique_ptr<Policy> policy, ArbiterOptions options)
 }
 
 void Arbiter::add_link(LinkId link, double rate_bps, Nanos rtt) {
+  deadline_.reset();
   if (!(rate_bps >= 0) || rtt < 0) throw std::invalid_argument("arbiter: negative rate or RTT");
   auto& l = links_[link];
   l.rate_bps = rate_bps;
@@ -137,6 +138,7 @@ std::size_t Arbiter::active() const {
 }
 
 TransferId Arbiter::request(const TransferSpec& spec, Nanos now) {
+  deadline_.reset();
   if (!links_.contains(spec.link))
     throw std::invalid_argument(fmt::format("arbiter: no link {}->{}", spec.link.src, spec.link.dst));
   if (spec.bytes == 0) throw std::invalid_argument("arbiter: a transfer of 0 bytes");
@@ -149,7 +151,7 @@ TransferId Arbiter::request(const TransferSpec& spec, Nanos now) {
   if (!policy_->exclusive()) {
     grant(l, t, now);
   } else {
-    l.waiting.push_back(id);  // advance() picks among everything that asked by then
+    wait(l, t);  // advance() picks among everything that asked by then
   }
   return id;
 }
@@ -170,7 +172,7 @@ void Arbiter::end_window(Link& l, Transfer& t, Nanos now, bool revoked) {
   if (revoked) {
     t.state = State::revoked_pending;
     ++t.revocations;
-    l.waiting.push_back(t.id);
+    wait(l, t);
     events_.push_back({Event::Kind::revoke, t.id, t.spec.link, now});
   } else {
     t.state = State::drained;
@@ -180,16 +182,21 @@ void Arbiter::end_window(Link& l, Transfer& t, Nanos now, bool revoked) {
   std::erase(l.owners, t.id);
 }
 
-std::vector<TransferId>::const_iterator Arbiter::best_waiting(const Link& l) const {
+bool Arbiter::waits_before(const Transfer& a, const Transfer& b) const {
   // Transfers that lost a window go behind every other pending one.
-  return std::min_element(l.waiting.begin(), l.waiting.end(), [&](TransferId a, TransferId b) {
-    const auto& ta = transfers_[a - 1];
-    const auto& tb = transfers_[b - 1];
-    const bool ra = ta.state == State::revoked_pending;
-    const bool rb = tb.state == State::revoked_pending;
-    if (ra != rb) return rb;
-    return policy_->before(ta, tb);
+  const bool ra = a.state == State::revoked_pending;
+  const bool rb = b.state == State::revoked_pending;
+  if (ra != rb) return rb;
+  return policy_->before(a, b);
+}
+
+void Arbiter::wait(Link& l, const Transfer& t) {
+  // Kept in reverse order (the next one last): a grant pops it. A transfer's place does
+  // not move while it waits (what orders it is fixed then).
+  const auto at = std::upper_bound(l.waiting.begin(), l.waiting.end(), t.id, [&](TransferId a, TransferId b) {
+    return waits_before(transfers_[b - 1], transfers_[a - 1]);
   });
+  l.waiting.insert(at, t.id);
 }
 
 double Arbiter::demand(const Link& l, const Transfer& t) const {
@@ -220,14 +227,13 @@ void Arbiter::schedule(Link& l, Nanos now) {
       for (auto id : l.owners) used += demand(l, get(id));
       if (used >= l.rate_bps * (1 - 1e-9)) return;
     }
-    const auto best = best_waiting(l);
-    auto& t = get(*best);
+    auto& t = get(l.waiting.back());
     if (!l.owners.empty()) {
       const double d = demand(l, t);
       const bool fits = used + d <= l.rate_bps * (1 + 1e-9);
       if (!fits && (d >= l.rate_bps * (1 - 1e-9) || !window_limited(l, t))) return;
     }
-    l.waiting.erase(best);
+    l.waiting.pop_back();
     grant(l, t, now);
   }
 }
@@ -240,7 +246,7 @@ std::vector<TransferId> Arbiter::owners(LinkId link) const {
 std::optional<TransferId> Arbiter::next_in_line(LinkId link) const {
   const auto it = links_.find(link);
   if (it == links_.end() || it->second.waiting.empty()) return std::nullopt;
-  return *best_waiting(it->second);
+  return it->second.waiting.back();
 }
 
 double Arbiter::queue_at(const Link& l, Nanos now) {
@@ -277,6 +283,7 @@ Nanos Arbiter::handover_time(const Link& l, const Transfer& t) const {
 void Arbiter::progress(TransferId id, std::uint64_t bytes, Nanos now) {
   auto& t = get(id);
   if (bytes <= t.progress) return;
+  deadline_.reset();
   auto& l = link_of(t);
   // The bytes entered the link since its last report, spread over that time (the
   // caller samples counters), while the link sent at its rate.
@@ -293,11 +300,12 @@ void Arbiter::progress(TransferId id, std::uint64_t bytes, Nanos now) {
 }
 
 void Arbiter::complete(TransferId id, Nanos now) {
+  deadline_.reset();
   auto& t = get(id);
   if (t.state == State::done) return;
   auto& l = link_of(t);
   if (t.state == State::granted) end_window(l, t, now, false);
-  std::erase(l.waiting, id);
+  if (t.state == State::pending || t.state == State::revoked_pending) std::erase(l.waiting, id);
   t.state = State::done;
   t.done = now;
   if (t.drained < 0) t.drained = now;
@@ -306,6 +314,7 @@ void Arbiter::complete(TransferId id, Nanos now) {
 }
 
 void Arbiter::advance(Nanos now) {
+  deadline_.reset();
   if (!policy_->exclusive()) return;
   for (auto& [id, l] : links_) {
     for (const auto tid : std::vector<TransferId>(l.owners)) {
@@ -328,6 +337,7 @@ void Arbiter::advance(Nanos now) {
 }
 
 void Arbiter::set_capacity(LinkId link, double rate_bps, Nanos now) {
+  deadline_.reset();
   auto& l = links_.at(link);
   l.queue = queue_at(l, now);  // drained at the old rate until now
   l.queue_at = std::max(l.queue_at, now);
@@ -342,6 +352,7 @@ void Arbiter::set_capacity(LinkId link, double rate_bps, Nanos now) {
 }
 
 std::optional<Nanos> Arbiter::next_deadline() const {
+  if (deadline_) return *deadline_;  // nothing changed since it was worked out
   std::optional<Nanos> next;
   for (const auto& [id, l] : links_) {
     for (const auto tid : l.owners) {
@@ -352,6 +363,7 @@ std::optional<Nanos> Arbiter::next_deadline() const {
       if (d != kNever && (!next || d < *next)) next = d;
     }
   }
+  deadline_ = next;
   return next;
 }
 

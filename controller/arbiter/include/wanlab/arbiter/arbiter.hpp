@@ -204,7 +204,7 @@ class Arbiter {
   struct Link {
     double rate_bps = 0;
     Nanos rtt = 0;
-    std::vector<TransferId> waiting;  // pending transfers (exclusive policies)
+    std::vector<TransferId> waiting;  // pending transfers (exclusive policies), the next one last
     std::vector<TransferId> owners;  // windows now open (exclusive policies)
     // What progress put into the link and the link has not sent, as of queue_at.
     double queue = 0;
@@ -227,7 +227,10 @@ class Arbiter {
   void grant(Link& l, Transfer& t, Nanos now);
   void end_window(Link& l, Transfer& t, Nanos now, bool revoked);
   void schedule(Link& l, Nanos now);
-  std::vector<TransferId>::const_iterator best_waiting(const Link& l) const;
+  /// Whether pending `a` gets its link before pending `b`.
+  bool waits_before(const Transfer& a, const Transfer& b) const;
+  /// Puts pending `t` in its place in l.waiting.
+  void wait(Link& l, const Transfer& t);
 
   std::unique_ptr<Policy> policy_;
   ArbiterOptions options_;
@@ -236,6 +239,9 @@ class Arbiter {
   TransferId next_id_ = 1;
   std::vector<Event> events_;
   std::vector<WindowRecord> windows_;
+  /// next_deadline()'s answer while nothing changed (every call that changes a transfer or
+  /// a link resets it).
+  mutable std::optional<std::optional<Nanos>> deadline_;
 };
 
 }  // namespace wanlab::arbiter
