@@ -186,3 +186,30 @@ TEST_CASE("bundles that come and go on a shared link: the ones left share it max
   CHECK(done[twice] > now);
   CHECK(net.active_flows() == 0);
 }
+
+TEST_CASE("a released flow's id is handed out again, and nothing of the old flow reaches the new one",
+          "[unit][sim]") {
+  FlowNetwork net;
+  const auto l = net.add_link(100 * kMbit);
+  // The first flow moves to another bundle on the way (a ceiling change), so its first
+  // bundle still holds a stale entry for its id when it ends.
+  const auto a = net.start({l}, 1 * kMB, 1, kUnlimited, 0);
+  net.update(0);
+  net.set_ceiling(a, 40 * kMbit, 0);
+  CHECK_THROWS_AS(net.release(a), std::invalid_argument);  // still active
+  auto done = run_all(net, 1);
+  CHECK(done[a] == 200'000'000);
+  net.release(a);
+  CHECK_THROWS_AS(net.release(a), std::invalid_argument);  // twice
+  // The new flow gets the id back, in the old flow's first bundle (same path, no ceiling).
+  const auto b = net.start({l}, 1 * kMB, 1, kUnlimited, 300'000'000);
+  REQUIRE(b == a);
+  const auto c = net.start({l}, 3 * kMB, 1, kUnlimited, 300'000'000);
+  REQUIRE(c != a);
+  net.update(300'000'000);
+  CHECK(net.rate_bps(b) == Approx(50 * kMbit));
+  done = run_all(net, 2, 300'000'000);
+  CHECK(done[b] == 300'000'000 + 160'000'000);  // 1 MB at half the link
+  CHECK(done[c] == 300'000'000 + 320'000'000);  // then the rest alone
+  CHECK(net.bytes(b) == 1 * kMB);
+}

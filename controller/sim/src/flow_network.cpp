@@ -67,16 +67,23 @@ FlowNetwork::FlowId FlowNetwork::start(const std::vector<LinkId>& path, double b
   const auto bi = bundle_for(path, ceiling_bps * kBytesPerNsPerBps);
   auto& b = bundles_[bi];
   catch_up(b, now);
-  const auto id = static_cast<FlowId>(flows_.size());
-  Flow f;
+  FlowId id;
+  if (free_.empty()) {
+    id = static_cast<FlowId>(flows_.size());
+    flows_.emplace_back();
+  } else {
+    id = free_.back();
+    free_.pop_back();
+  }
+  auto& f = flows_[id];
+  f = Flow{.gen = f.gen + 1};  // a new generation: heap entries of the id's last flow are stale
   f.bundle = bi;
   f.weight = weight;
   f.bytes = bytes;
   f.start_v = b.v;
   f.finish_v = b.v + bytes / weight;
   f.active = true;
-  flows_.push_back(f);
-  b.heap.push({f.finish_v, id, 0});
+  b.heap.push({f.finish_v, id, f.gen});
   b.weight += weight;
   ++active_;
   ++stats_.flows;
@@ -107,6 +114,14 @@ void FlowNetwork::set_ceiling(FlowId flow, double ceiling_bps, Nanos now) {
   b.heap.push({f.finish_v, flow, f.gen});
   b.weight += f.weight;
   touch(bi);
+}
+
+void FlowNetwork::release(FlowId flow) {
+  auto& f = flows_.at(flow);
+  if (f.active) throw std::invalid_argument(fmt::format("flow network: flow {} released while active", flow));
+  if (f.released) throw std::invalid_argument(fmt::format("flow network: flow {} released twice", flow));
+  f.released = true;
+  free_.push_back(flow);
 }
 
 double FlowNetwork::sent(FlowId flow, Nanos now) const {

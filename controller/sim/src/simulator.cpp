@@ -1115,6 +1115,9 @@ class Simulation {
       totals_[o.link].wire_bytes += net_.bytes(flow);
       totals_[o.link].payload_bytes += o.payload;
     }
+    // ACK flows and paced pieces are known by no one else: their ids go back (millions of
+    // them in a long paced run).
+    if (o.ack || o.paced) net_.release(flow);
     if (o.ack) return;
     if (o.paced) {
       paced_[o.link].server = kNone;

@@ -53,6 +53,11 @@ class FlowNetwork {
   /// The flows finished by `now`, removed (their links marked for update()), in order.
   std::vector<FlowId> take_finished(Nanos now);
 
+  /// The caller is done with finished `flow`: its id may be handed out again by start().
+  /// Nothing may be asked of it after that. Throws std::invalid_argument for an active
+  /// flow or one already released.
+  void release(FlowId flow);
+
   bool active(FlowId flow) const { return flows_.at(flow).active; }
   /// Bytes of the flow moved by `now` (at the rates of the last update()).
   double sent(FlowId flow, Nanos now) const;
@@ -78,6 +83,7 @@ class FlowNetwork {
     double start_sent = 0;  // bytes moved before it joined this bundle
     double start_v = 0;
     bool active = false;
+    bool released = false;
   };
   struct HeapEntry {
     double finish_v;
@@ -120,6 +126,7 @@ class FlowNetwork {
   std::vector<Link> links_;
   std::vector<Bundle> bundles_;
   std::vector<Flow> flows_;
+  std::vector<FlowId> free_;  // released ids, handed out again
   std::map<std::pair<std::vector<LinkId>, double>, std::uint32_t> bundle_of_;
   std::vector<std::uint32_t> dirty_;  // bundles whose part of the network needs a filling
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
