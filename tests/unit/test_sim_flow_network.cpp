@@ -213,3 +213,42 @@ TEST_CASE("a released flow's id is handed out again, and nothing of the old flow
   CHECK(done[c] == 300'000'000 + 320'000'000);  // then the rest alone
   CHECK(net.bytes(b) == 1 * kMB);
 }
+
+TEST_CASE("a flow that follows another on its bundle at the same instant keeps the rates without a filling; "
+          "one that ends beside it gives its share back",
+          "[unit][sim]") {
+  FlowNetwork net;
+  const auto l = net.add_link(100 * kMbit);
+  // Two bundles on the link (different ceilings, both above the link's rate).
+  const auto a1 = net.start({l}, 1 * kMB, 1, kUnlimited, 0);
+  const auto b1 = net.start({l}, 1 * kMB, 1, 1e12, 0);
+  net.update(0);
+  REQUIRE(net.next_finish() == 160'000'000);
+  auto done = net.take_finished(160'000'000);
+  REQUIRE(done == std::vector<FlowNetwork::FlowId>{a1, b1});
+  // a1's successor starts as a1 and b1 end: a1's bundle has its weight back, b1's is empty,
+  // so the link is the successor's alone.
+  const auto fillings = net.stats().updates;
+  const auto a2 = net.start({l}, 1 * kMB, 1, kUnlimited, 160'000'000);
+  net.update(160'000'000);
+  CHECK(net.stats().updates > fillings);
+  CHECK(net.rate_bps(a2) == Approx(100 * kMbit));
+  // Its successor, again at the same instant with the same weight: nothing to fill.
+  REQUIRE(net.next_finish() == 240'000'000);
+  REQUIRE(net.take_finished(240'000'000) == std::vector<FlowNetwork::FlowId>{a2});
+  const auto before = net.stats();
+  const auto a3 = net.start({l}, 2 * kMB, 1, kUnlimited, 240'000'000);
+  net.update(240'000'000);
+  CHECK(net.stats().updates == before.updates);
+  CHECK(net.stats().unchanged == before.unchanged + 1);
+  CHECK(net.rate_bps(a3) == Approx(100 * kMbit));
+  CHECK(net.next_finish() == 400'000'000);
+  // A change of ceiling on the same instant as a follower does fill.
+  REQUIRE(net.take_finished(400'000'000) == std::vector<FlowNetwork::FlowId>{a3});
+  const auto a4 = net.start({l}, 1 * kMB, 1, kUnlimited, 400'000'000);
+  const auto b2 = net.start({l}, 1 * kMB, 1, kUnlimited, 400'000'000);
+  net.set_ceiling(b2, 20 * kMbit, 400'000'000);
+  net.update(400'000'000);
+  CHECK(net.rate_bps(a4) == Approx(80 * kMbit));
+  CHECK(net.rate_bps(b2) == Approx(20 * kMbit));
+}

@@ -29,7 +29,10 @@ void FlowNetwork::set_rate(LinkId link, double rate_bps, Nanos /*now*/) {
   auto& l = links_.at(link);
   l.capacity = rate_bps * kBytesPerNsPerBps;
   for (const auto b : l.bundles)
-    if (bundles_[b].weight > 0) touch(b);
+    if (bundles_[b].weight > 0) {
+      bundles_[b].refill = true;
+      touch(b);
+    }
 }
 
 double FlowNetwork::link_rate(LinkId link) const {
@@ -101,6 +104,7 @@ void FlowNetwork::set_ceiling(FlowId flow, double ceiling_bps, Nanos now) {
   catch_up(old, now);
   const double sent_now = std::min(f.bytes, f.start_sent + (old.v - f.start_v) * f.weight);
   old.weight = std::max(0.0, old.weight - f.weight);
+  old.refill = true;
   touch(f.bundle);
   const auto path = old.links;  // bundle_for may grow bundles_
   const auto bi = bundle_for(path, ceiling);
@@ -170,36 +174,60 @@ void FlowNetwork::schedule(std::uint32_t bi, Nanos now) {
 
 void FlowNetwork::update(Nanos now) {
   if (dirty_.empty()) return;
-  ++stats_.updates;
   const auto mark = ++update_mark_;
-  // The connected part of the network the changes touch.
-  std::vector<std::uint32_t> comp;
-  std::vector<LinkId> comp_links;
-  std::vector<std::uint32_t> stack;
-  for (const auto b : dirty_)
-    if (bundles_[b].mark != mark) {
-      bundles_[b].mark = mark;
-      stack.push_back(b);
-    }
-  dirty_.clear();
-  while (!stack.empty()) {
-    const auto bi = stack.back();
-    stack.pop_back();
-    comp.push_back(bi);
-    for (const auto li : bundles_[bi].links) {
-      auto& l = links_[li];
-      if (l.mark == mark) continue;
-      l.mark = mark;
-      comp_links.push_back(li);
-      for (const auto other : l.bundles) {
-        auto& ob = bundles_[other];
-        if (ob.mark != mark && ob.weight > 0) {
-          ob.mark = mark;
-          stack.push_back(other);
+  auto& comp = comp_;
+  auto& comp_links = comp_links_;
+  auto& stack = stack_;
+  for (const auto seed : dirty_) {
+    if (bundles_[seed].mark == mark) continue;
+    // The connected part of the network this change touches.
+    comp.clear();
+    comp_links.clear();
+    bundles_[seed].mark = mark;
+    stack.assign(1, seed);
+    while (!stack.empty()) {
+      const auto bi = stack.back();
+      stack.pop_back();
+      comp.push_back(bi);
+      for (const auto li : bundles_[bi].links) {
+        auto& l = links_[li];
+        if (l.mark == mark) continue;
+        l.mark = mark;
+        comp_links.push_back(li);
+        for (const auto other : l.bundles) {
+          auto& ob = bundles_[other];
+          // (An emptied one comes along too: its share goes back to the others.)
+          if (ob.mark != mark && (ob.weight > 0 || ob.weight != ob.filled_weight || ob.refill)) {
+            ob.mark = mark;
+            stack.push_back(other);
+          }
         }
       }
     }
+    // Flows that ended and flows that began since the last filling, on the same bundles
+    // with the same connections in all (one piece of a queue followed by the next): every
+    // bundle's weight is what the last filling saw, so the rates stand and only the next
+    // finishes move.
+    if (std::none_of(comp.begin(), comp.end(), [&](std::uint32_t bi) {
+          const auto& b = bundles_[bi];
+          return b.refill || b.weight != b.filled_weight;
+        })) {
+      ++stats_.unchanged;
+      for (const auto bi : comp) {
+        catch_up(bundles_[bi], now);
+        schedule(bi, now);
+      }
+      continue;
+    }
+    fill(now);
   }
+  dirty_.clear();
+}
+
+void FlowNetwork::fill(Nanos now) {
+  const auto& comp = comp_;
+  const auto& comp_links = comp_links_;
+  ++stats_.updates;
   stats_.bundles_filled += comp.size();
 
   // Progressive filling over the component's bundles.
@@ -207,10 +235,13 @@ void FlowNetwork::update(Nanos now) {
     links_[li].left = links_[li].capacity;
     links_[li].unfrozen = 0;
   }
-  std::vector<std::uint32_t> open;
+  auto& open = open_;
+  open.clear();
   for (const auto bi : comp) {
     auto& b = bundles_[bi];
     catch_up(b, now);
+    b.filled_weight = b.weight;
+    b.refill = false;
     b.rate = 0;
     b.frozen = b.weight <= 0;
     if (b.frozen) continue;

@@ -70,6 +70,7 @@ class FlowNetwork {
     std::uint64_t updates = 0;         // fillings run
     std::uint64_t bundles_filled = 0;  // bundle visits over all fillings
     std::uint64_t flows = 0;           // flows started
+    std::uint64_t unchanged = 0;       // changed parts of the network whose rates stood (no filling)
   };
   const Stats& stats() const { return stats_; }
 
@@ -95,6 +96,8 @@ class FlowNetwork {
     std::vector<LinkId> links;
     double ceiling = kUnlimited;  // bytes per ns per connection
     double weight = 0;            // connections of active flows
+    double filled_weight = 0;     // `weight` when the last filling over it set `rate`
+    bool refill = false;          // a link's rate or a flow's ceiling changed: fill again
     double v = 0;                 // bytes per connection served so far
     Nanos v_at = 0;
     double rate = 0;  // bytes per ns per connection
@@ -122,6 +125,8 @@ class FlowNetwork {
   void drop_stale_top(Bundle& b);
   void touch(std::uint32_t bundle);
   void schedule(std::uint32_t bundle, Nanos now);
+  /// Progressive filling over comp_ (bundles) and comp_links_, then their next finishes.
+  void fill(Nanos now);
 
   std::vector<Link> links_;
   std::vector<Bundle> bundles_;
@@ -131,6 +136,9 @@ class FlowNetwork {
   std::vector<std::uint32_t> dirty_;  // bundles whose part of the network needs a filling
   std::priority_queue<Finish, std::vector<Finish>, std::greater<>> finishes_;
   std::uint64_t update_mark_ = 0;
+  // update()'s scratch space, kept between calls.
+  std::vector<std::uint32_t> comp_, stack_, open_;
+  std::vector<LinkId> comp_links_;
   std::size_t active_ = 0;
   Stats stats_;
 };
