@@ -361,6 +361,31 @@ TEST_CASE("a message's ACKs take their share of the reverse link", "[unit][sim]"
     CHECK(without[static_cast<std::size_t>(j)] == Approx(1).margin(1e-6));
     CHECK(with[static_cast<std::size_t>(j)] == Approx(1 + sim::kAckFraction).margin(1e-6));
   }
+
+  // Paced (the messages within their window, a window of 2 S from the start: each enters
+  // its link's queue in 5 ms, faster than the link sends, and the link starts on it when
+  // its first 1 ms piece is whole): while one link sends its queue, its ACKs hold f of its
+  // rate on the other, so each link sends at (1 - f) B while the other does, and both are
+  // done at 1 ms + S / ((1 - f) B). The ACKs' bytes are f of the data's, as above.
+  std::map<bool, double> paced_wire;
+  const auto paced = [&](bool acks) {
+    auto opt = exact(sim::SimOptions::Bursts::paced);
+    opt.tcp_window_bytes = 2 * bytes;
+    opt.initial_window_bytes = 2 * bytes;
+    opt.queue_overflow = false;
+    opt.acks = acks;
+    const auto r = sim::simulate(plan, opt);
+    for (const auto& l : r.wan) paced_wire[acks] += l.wire_bytes;
+    return arrivals(s, r, 2, 0.010);
+  };
+  const auto paced_with = paced(true);
+  const auto paced_without = paced(false);
+  CHECK(paced_wire[true] == Approx(paced_wire[false] + wire[true] - wire[false]).epsilon(1e-9));
+  for (int j = 0; j < 2; ++j) {
+    INFO("paced, pipeline " << j);
+    CHECK(paced_without[static_cast<std::size_t>(j)] == Approx(0.001 + 1).margin(1e-4));
+    CHECK(paced_with[static_cast<std::size_t>(j)] == Approx(0.001 + 1 / (1 - sim::kAckFraction)).margin(1e-4));
+  }
 }
 
 TEST_CASE("slow start: a message on a fresh connection takes log2(S / IW + 1) round trips", "[unit][sim]") {

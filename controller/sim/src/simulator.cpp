@@ -232,6 +232,7 @@ class Simulation {
       const Nanos rtt = l.params.delay.count() + (back ? back->params.delay.count() : l.params.delay.count());
       const double rate = static_cast<double>(l.params.rate.bps) * sc_.scale;
       wan_.push_back(net_.add_link(rate));
+      wan_rate_.push_back(rate);
       reverse_.push_back(back ? static_cast<std::size_t>(back - topo.links.data()) : kNoLink);
       wan_delay_.push_back(l.params.delay.count());
       wan_rtt_.push_back(rtt);
@@ -246,6 +247,7 @@ class Simulation {
     burst_flow_.assign(topo.links.size(), kNone);
     burst_queued_bytes_.assign(topo.links.size(), 0.0);
     paced_.resize(topo.links.size());
+    acks_reserved_.assign(topo.links.size(), false);
     wan_queue_link_ = topo.links;
     double lan = static_cast<double>(topo.lan.rate.bps) * sc_.scale;
     if (opt_.lan_rate_bps) lan = *opt_.lan_rate_bps;
@@ -656,7 +658,7 @@ class Simulation {
     if (!opt_.acks || wire <= 0) return;
     const auto back = reverse_[link];
     if (back == kNoLink) return;
-    const double fwd = std::min(net_.link_rate(wan_[link]), ceiling_bps);
+    const double fwd = std::min(wan_rate_[link], ceiling_bps);
     if (!(fwd > 0)) return;
     const auto f = net_.start({wan_[back]}, wire * kAckFraction, 1, fwd * kAckFraction, now);
     set_owner(f, {false, true, 0, back, 0});
@@ -681,7 +683,7 @@ class Simulation {
         ++stats_.overflows;
         stats_.overflow_bytes += lost;
         // Linux's RTO: the smoothed RTT (with the queue's delay) plus its 200 ms floor.
-        const double rate = net_.link_rate(wan_[link]);
+        const double rate = wan_rate_[link];
         const Nanos queueing = rate > 0 ? static_cast<Nanos>(backlog * 8e9 / rate) : 0;
         const Nanos rto = wan_rtt_[link] + queueing + 200'000'000;
         m.lost += lost;
@@ -823,7 +825,7 @@ class Simulation {
             // could wait for ever, its window full of lost bytes).
             m.first_loss = now;
             ++stats_.overflows;
-            const double rate = net_.link_rate(wan_[link]);
+            const double rate = wan_rate_[link];
             const Nanos queueing = rate > 0 ? static_cast<Nanos>(queue_limit_bytes(link) * 8e9 / rate) : 0;
             push(now + wan_rtt_[link] + queueing, Ev::paced_resend, id);
           }
@@ -905,8 +907,27 @@ class Simulation {
       }
       L.server = net_.start({wan_[link]}, p.bytes, p.weight, kUnlimited, now);
       set_owner(L.server, {false, false, 0, link, p.bytes / workload::kWireOverhead, true});
-      start_acks(link, p.bytes, kUnlimited, now);
+      reserve_acks(link, true, now);
     }
+  }
+
+  // While a paced link sends its queue, the ACKs of what it sends take kAckFraction of its
+  // rate on the reverse link (the rate a piece's own ACK flow would get there); its
+  // pieces follow each other without an ACK flow each. Their bytes count when each piece
+  // has left.
+  void reserve_acks(std::size_t link, bool on, Nanos now) {
+    if (!opt_.acks || reverse_[link] == kNoLink || acks_reserved_[link] == on) return;
+    acks_reserved_[link] = on;
+    apply_rate(reverse_[link], now);
+  }
+
+  // A WAN link's rate in the network: its own (a trace's step), less the share the paced
+  // ACKs of its reverse link hold.
+  void apply_rate(std::size_t link, Nanos now) {
+    double rate = wan_rate_[link];
+    if (const auto back = reverse_[link]; back != kNoLink && acks_reserved_[back])
+      rate = std::max(0.0, rate - kAckFraction * wan_rate_[back]);
+    net_.set_rate(wan_[link], rate, now);
   }
 
   // The first piece is off the link: the messages whose last bytes it held are delivered a
@@ -994,7 +1015,7 @@ class Simulation {
     if (l.params.queue && l.params.queue->unit == QueueLimit::Unit::bytes) return static_cast<double>(l.params.queue->value);
     const double frame = static_cast<double>(plan_.topology.lan.mtu + 14);
     if (l.params.queue) return static_cast<double>(l.params.queue->value) * frame;
-    l.params.rate.bps = static_cast<std::uint64_t>(std::llround(net_.link_rate(wan_[link])));
+    l.params.rate.bps = static_cast<std::uint64_t>(std::llround(wan_rate_[link]));
     return static_cast<double>(core::default_queue_packets(plan_.topology, l)) * frame;
   }
 
@@ -1114,6 +1135,9 @@ class Simulation {
     if (o.link != kNoLink) {
       totals_[o.link].wire_bytes += net_.bytes(flow);
       totals_[o.link].payload_bytes += o.payload;
+      // A paced piece's ACKs (reserve_acks()).
+      if (o.paced && opt_.acks && reverse_[o.link] != kNoLink)
+        totals_[reverse_[o.link]].wire_bytes += net_.bytes(flow) * kAckFraction;
     }
     // ACK flows and paced pieces are known by no one else: their ids go back (millions of
     // them in a long paced run).
@@ -1123,6 +1147,7 @@ class Simulation {
       paced_[o.link].server = kNone;
       paced_piece_left(o.link, now);
       paced_serve(o.link, now);
+      if (paced_[o.link].server == kNone) reserve_acks(o.link, false, now);
       return;
     }
     if (o.collective) {
@@ -1284,7 +1309,9 @@ class Simulation {
     const auto& tr = opt_.traces[trace];
     const double rate = tr.steps[step].rate_bps * sc_.scale;
     const auto& l = plan_.topology.links[tr.link];
-    net_.set_rate(wan_[tr.link], rate, now);
+    wan_rate_[tr.link] = rate;
+    apply_rate(tr.link, now);
+    if (acks_reserved_[tr.link]) apply_rate(reverse_[tr.link], now);
     arb_->set_capacity({l.src, l.dst}, rate, now);
     arbiter_touched_ = true;
     // Steps after the last iteration would keep the run going for nothing.
@@ -1349,6 +1376,8 @@ class Simulation {
 
   FlowNetwork net_;
   std::vector<FlowNetwork::LinkId> wan_;  // per topology link
+  std::vector<double> wan_rate_;          // per topology link: its rate now (traces), before ACK shares
+  std::vector<bool> acks_reserved_;       // per topology link: its paced ACKs hold their share of the reverse link
   std::vector<bool> burst_busy_;          // per topology link: a burst is being served
   std::vector<std::deque<std::pair<std::uint32_t, double>>> burst_queue_;  // per topology link: bursts (message, wire bytes) waiting, in arrival order
   std::vector<double> burst_queued_bytes_;     // per topology link: their bytes

@@ -132,8 +132,11 @@ struct SimOptions {
   /// one 66-byte frame (Ethernet, IP, TCP with timestamps) per two full segments (Linux's
   /// delayed ACK), kAckFraction of the data's wire bytes, at that fraction of the data's
   /// rate. They take that much of the reverse link from whatever it carries (a window
-  /// there included); the lab's counters show them (bench/README.md, "ACKs on the
-  /// reverse link"). false: ACKs take no capacity.
+  /// there included); the lab's counters show them (bench/README.md, "ACKs and
+  /// grants"). Bursts::paced: while a link sends its queue's pieces, their ACKs hold
+  /// kAckFraction of its rate on the reverse link (one reservation for the whole busy
+  /// stretch, not a flow per piece), and count kAckFraction of each piece's bytes there.
+  /// false: ACKs take no capacity.
   bool acks = true;
   /// Each compute op (forward, backward, optimizer) takes its modeled time x (1 + u), u
   /// drawn uniformly from [-compute_jitter, +compute_jitter] per op and TP group, from a
