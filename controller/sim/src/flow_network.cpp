@@ -304,6 +304,12 @@ std::optional<Nanos> FlowNetwork::next_finish() {
 
 std::vector<FlowNetwork::FlowId> FlowNetwork::take_finished(Nanos now) {
   std::vector<FlowId> out;
+  take_finished(now, out);
+  return out;
+}
+
+void FlowNetwork::take_finished(Nanos now, std::vector<FlowId>& out) {
+  out.clear();
   while (!finishes_.empty() && finishes_.top().at <= now) {
     const auto top = finishes_.top();
     finishes_.pop();
@@ -326,7 +332,6 @@ std::vector<FlowNetwork::FlowId> FlowNetwork::take_finished(Nanos now) {
     }
     touch(top.bundle);
   }
-  return out;
 }
 
 }  // namespace wanlab::sim

@@ -371,7 +371,8 @@ class Simulation {
   void settle(Nanos now) {
     for (;;) {
       bool any = false;
-      for (const auto f : net_.take_finished(now)) {
+      net_.take_finished(now, finished_);
+      for (const auto f : finished_) {
         flow_finished(f, now);
         any = true;
       }
@@ -779,9 +780,10 @@ class Simulation {
     if (L.entering.empty() || dt <= 0) return;
     Piece p;
     p.at = now;
+    p.parts = take_parts();
     const bool coarse = long_pieces(L);
-    std::vector<std::pair<std::uint32_t, Nanos>> in;  // messages whose last byte entered, when
-                                                      // (long pieces: its own instant, else now)
+    auto& in = cut_in_;  // messages whose last byte entered, when (long pieces: its own
+    in.clear();          // instant, else now)
     for (const auto id : L.entering) {
       auto& m = messages_[id];
       const double rest = paced_rest(m);
@@ -801,7 +803,10 @@ class Simulation {
       p.weight += weight_of(m);
       p.parts.emplace_back(id, add);
     }
-    if (p.bytes <= 0 && in.empty()) return;
+    if (p.bytes <= 0 && in.empty()) {
+      give_parts(std::move(p.parts));
+      return;
+    }
     // Drop-tail: what the queue has no room for is lost, from each message in proportion
     // to what it sent. What is sent again is not lost again (as with Bursts::fifo).
     if (opt_.queue_overflow && p.bytes > 0) {
@@ -943,7 +948,10 @@ class Simulation {
       wire_[m.transfer].last = now;
       push(now + m.delay, Ev::deliver, id);
     }
-    if (p.parts.empty()) return;
+    if (p.parts.empty()) {
+      give_parts(std::move(p.parts));
+      return;
+    }
     // At the next piece boundary after a round trip (ACKs handled a piece at a time, like
     // everything else here: at most paced_piece_ns late).
     const Nanos at = piece_boundary(now + wan_rtt_[link] - 1);
@@ -959,11 +967,12 @@ class Simulation {
     auto& L = paced_[link];
     // Only a sender whose window was full needs a cut scheduled; the others' new pace
     // applies from the next one (at most a piece later).
-    std::vector<std::uint32_t> blocked;
+    auto& blocked = acks_blocked_;
+    blocked.clear();
     for (const auto id : L.entering)
       if (!(paced_room(messages_[id]) > 0)) blocked.push_back(id);
     while (!L.acks.empty() && L.acks.front().at <= now) {
-      const auto a = std::move(L.acks.front());
+      auto a = std::move(L.acks.front());
       L.acks.pop_front();
       for (const auto& [id, bytes] : a.parts) {
         const auto& m = messages_[id];
@@ -990,12 +999,25 @@ class Simulation {
         }
         c.round_sampled = true;
       }
+      give_parts(std::move(a.parts));
     }
     // A sender whose window was full goes on from now, at its pace (the next cut credits
     // it from here, not from the last cut: it sent nothing in between).
     for (const auto id : blocked)
       if (paced_room(messages_[id]) > 0) messages_[id].since = now;
     if (!blocked.empty()) paced_schedule(link, now);
+  }
+
+  // A piece's list of parts, from those given back (a paced run makes one per piece).
+  std::vector<std::pair<std::uint32_t, double>> take_parts() {
+    if (parts_pool_.empty()) return {};
+    auto v = std::move(parts_pool_.back());
+    parts_pool_.pop_back();
+    return v;
+  }
+  void give_parts(std::vector<std::pair<std::uint32_t, double>>&& v) {
+    v.clear();
+    parts_pool_.push_back(std::move(v));
   }
 
   // Bytes of a paced message in its link's queue (or through it) by `now`.
@@ -1383,6 +1405,12 @@ class Simulation {
   std::vector<double> burst_queued_bytes_;     // per topology link: their bytes
   std::vector<std::uint32_t> burst_flow_;      // per topology link: the burst on the link, or kNone
   std::vector<PacedLink> paced_;               // per topology link: Bursts::paced
+  // Storage kept from call to call: flows finished at an instant, paced_cut()'s messages in,
+  // paced_acks()' blocked senders, pieces' part lists given back.
+  std::vector<FlowNetwork::FlowId> finished_;
+  std::vector<std::pair<std::uint32_t, Nanos>> cut_in_;
+  std::vector<std::uint32_t> acks_blocked_;
+  std::vector<std::vector<std::pair<std::uint32_t, double>>> parts_pool_;
   std::vector<core::WanLink> wan_queue_link_;  // per topology link: its parameters, for its queue limit
   std::vector<Nanos> wan_delay_, wan_rtt_;
   std::vector<std::size_t> reverse_;  // each WAN link's reverse link (kNoLink: none)

@@ -52,6 +52,8 @@ class FlowNetwork {
   std::optional<Nanos> next_finish();
   /// The flows finished by `now`, removed (their links marked for update()), in order.
   std::vector<FlowId> take_finished(Nanos now);
+  /// The same into `out` (cleared first), which keeps its storage from call to call.
+  void take_finished(Nanos now, std::vector<FlowId>& out);
 
   /// The caller is done with finished `flow`: its id may be handed out again by start().
   /// Nothing may be asked of it after that. Throws std::invalid_argument for an active
