@@ -67,7 +67,9 @@ workload::Plan make_plan(const std::string& file, long gpus, long micro_batches,
   return plan;
 }
 
-void run_iterations(benchmark::State& state, const std::string& file, const std::string& policy) {
+// `label`: the table's policy column (the policy, and what `options` change).
+void run_iterations(benchmark::State& state, const std::string& file, const std::string& policy,
+                    const sim::SimOptions& options = {}, const std::string& label = {}) {
   const long gpus = state.range(0);
   const long mb = state.range(1);
   double plan_s = 0;
@@ -77,7 +79,7 @@ void run_iterations(benchmark::State& state, const std::string& file, const std:
   std::int64_t runs = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto r = sim::simulate(plan);
+    auto r = sim::simulate(plan, options);
     total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++runs;
     benchmark::DoNotOptimize(r.groups.data());
@@ -89,7 +91,7 @@ void run_iterations(benchmark::State& state, const std::string& file, const std:
   state.counters["micro_batches"] = static_cast<double>(mb);
   state.counters["events"] = static_cast<double>(last.stats.events);
   state.counters["simulated_s"] = static_cast<double>(end) / 1e9;
-  g_rows[file][{policy, gpus, mb}] = {total / static_cast<double>(runs), plan_s, last.stats.events,
+  g_rows[file][{label.empty() ? policy : label, gpus, mb}] = {total / static_cast<double>(runs), plan_s, last.stats.events,
                                       last.stats.flows, last.stats.transfers, static_cast<double>(end) / 1e9};
 }
 
@@ -97,6 +99,12 @@ void BM_iteration(benchmark::State& state, const std::string& policy) {
   run_iterations(state, "three-dc-70b.json", policy);
 }
 void BM_paced(benchmark::State& state, const std::string& policy) { run_iterations(state, "three-dc-7b.json", policy); }
+// The same with --paced-stream 8ms.
+void BM_paced_streamed(benchmark::State& state, const std::string& policy) {
+  sim::SimOptions o;
+  o.paced_stream_ns = 8'000'000;
+  run_iterations(state, "three-dc-7b.json", policy, o, policy + ", 8 ms streams");
+}
 
 struct PrefillRow {
   double seconds = 0;  // mean simulate_prefill() time
@@ -152,6 +160,8 @@ void paced_sweep(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_paced, fair, std::string("fair"))->Apply(paced_sweep);
 BENCHMARK_CAPTURE(BM_paced, atlas, std::string("atlas"))->Apply(paced_sweep);
+BENCHMARK_CAPTURE(BM_paced_streamed, fair, std::string("fair"))->Apply(paced_sweep);
+BENCHMARK_CAPTURE(BM_paced_streamed, atlas, std::string("atlas"))->Apply(paced_sweep);
 BENCHMARK(BM_prefill)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 }  // namespace

@@ -252,3 +252,39 @@ TEST_CASE("a flow that follows another on its bundle at the same instant keeps t
   CHECK(net.rate_bps(a4) == Approx(80 * kMbit));
   CHECK(net.rate_bps(b2) == Approx(20 * kMbit));
 }
+
+TEST_CASE("a bundle of its own: one flow at a time at the caller's ceiling, its bytes and ceiling changed on the way",
+          "[unit][sim]") {
+  FlowNetwork net;
+  const auto l = net.add_link(100 * kMbit);
+  const auto own = net.add_bundle({l});
+  // 1 MB at most 40 Mbit/s beside a 1 MB flow without a ceiling: 40 and 60 Mbit/s.
+  const auto a = net.start_in(own, 1 * kMB, 1, 40 * kMbit, 0);
+  const auto b = net.start({l}, 1 * kMB, 1, kUnlimited, 0);
+  net.update(0);
+  CHECK(net.rate_bps(a) == Approx(40 * kMbit));
+  CHECK(net.rate_bps(b) == Approx(60 * kMbit));
+  // Another ceiling while the bundle has a flow: refused.
+  CHECK_THROWS_AS(net.start_in(own, 1 * kMB, 1, 10 * kMbit, 0), std::invalid_argument);
+  // At 100 ms (a has moved 0.5 MB): a is to move 0.6 MB in all, and its bundle's ceiling
+  // goes to 20 Mbit/s: 0.1 MB left at 20 Mbit/s, 40 ms.
+  net.set_bytes(a, 0.6 * kMB, 100'000'000);
+  net.set_bundle_ceiling(own, 20 * kMbit, 100'000'000);
+  net.update(100'000'000);
+  CHECK(net.rate_bps(a) == Approx(20 * kMbit));
+  CHECK(net.rate_bps(b) == Approx(80 * kMbit));
+  auto done = run_all(net, 2, 100'000'000);
+  CHECK(done[a] == 140'000'000);
+  CHECK(net.bytes(a) == Approx(0.6 * kMB));
+  // b: 0.75 MB by 100 ms, 0.4 MB more by 140 ms: all done by then? 0.75 + 0.4 > 1, so at
+  // 100 ms + 0.25 MB / 80 Mbit/s = 125 ms.
+  CHECK(done[b] == 125'000'000);
+  // Bytes below what the flow moved already: it is done now.
+  const auto c = net.start_in(own, 1 * kMB, 1, kUnlimited, 200'000'000);
+  net.update(200'000'000);
+  net.set_bytes(c, 0, 240'000'000);  // it moved 0.5 MB by then
+  net.update(240'000'000);
+  REQUIRE(net.next_finish() == 240'000'000);
+  CHECK(net.take_finished(240'000'000) == std::vector<FlowNetwork::FlowId>{c});
+  CHECK(net.bytes(c) == Approx(0.5 * kMB));
+}

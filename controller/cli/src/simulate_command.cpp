@@ -81,6 +81,7 @@ json options_json(const sim::SimOptions& o, const workload::Scenario& s, const s
           {"slow_start", o.slow_start},
           {"bursts", sim::to_string(o.bursts)},
           {"acks", o.acks},
+          {"paced_stream_ms", static_cast<double>(o.paced_stream_ns) / 1e6},
           {"compute_jitter", o.compute_jitter},
           {"progress_period_ms", static_cast<double>(o.progress_period_ns) / 1e6},
           {"traces", o.traces.size()},
@@ -108,6 +109,16 @@ sim::SimOptions parse_sim_flags(const SimFlags& f) {
   if (!bursts) throw std::invalid_argument(fmt::format("--bursts {}: give paced, shared or fifo", f.bursts));
   o.bursts = *bursts;
   o.acks = !f.no_acks;
+  if (f.paced_stream) {
+    const auto d = parse_duration(*f.paced_stream);
+    if (!d) throw std::invalid_argument(fmt::format("--paced-stream {}: {}", *f.paced_stream, d.error));
+    o.paced_stream_ns = d.value.count();
+    if (o.paced_stream_ns != 0 && o.paced_stream_ns <= o.paced_piece_ns)
+      throw std::invalid_argument(fmt::format("--paced-stream {}: give more than a plain piece ({} ms), or 0",
+                                              *f.paced_stream, static_cast<double>(o.paced_piece_ns) / 1e6));
+    if (o.paced_stream_ns != 0 && o.bursts != sim::SimOptions::Bursts::paced)
+      throw std::invalid_argument(fmt::format("--paced-stream {}: only with --bursts paced", *f.paced_stream));
+  }
   if (!(f.compute_jitter >= 0 && f.compute_jitter <= 0.5))
     throw std::invalid_argument(fmt::format("--compute-jitter {}: give a fraction from 0 to 0.5", f.compute_jitter));
   o.compute_jitter = f.compute_jitter;

@@ -42,13 +42,8 @@ double FlowNetwork::link_rate(LinkId link) const {
 std::uint32_t FlowNetwork::bundle_for(const std::vector<LinkId>& path, double ceiling) {
   const auto key = std::make_pair(path, ceiling);
   if (const auto it = bundle_of_.find(key); it != bundle_of_.end()) return it->second;
-  for (const auto l : path)
-    if (l >= links_.size()) throw std::invalid_argument(fmt::format("flow network: no link {}", l));
-  const auto id = static_cast<std::uint32_t>(bundles_.size());
-  bundles_.emplace_back();
-  bundles_.back().links = path;
-  bundles_.back().ceiling = ceiling;
-  for (const auto l : path) links_[l].bundles.push_back(id);
+  const auto id = add_bundle(path);
+  bundles_[id].ceiling = ceiling;
   bundle_of_.emplace(key, id);
   return id;
 }
@@ -67,7 +62,37 @@ FlowNetwork::FlowId FlowNetwork::start(const std::vector<LinkId>& path, double b
   if (!(bytes >= 0) || !(weight > 0) || !(ceiling_bps >= 0))
     throw std::invalid_argument(
         fmt::format("flow network: flow of {} bytes, weight {}, ceiling {} bit/s", bytes, weight, ceiling_bps));
-  const auto bi = bundle_for(path, ceiling_bps * kBytesPerNsPerBps);
+  return start_on(bundle_for(path, ceiling_bps * kBytesPerNsPerBps), bytes, weight, now);
+}
+
+std::uint32_t FlowNetwork::add_bundle(const std::vector<LinkId>& path) {
+  for (const auto l : path)
+    if (l >= links_.size()) throw std::invalid_argument(fmt::format("flow network: no link {}", l));
+  const auto id = static_cast<std::uint32_t>(bundles_.size());
+  bundles_.emplace_back();
+  bundles_.back().links = path;
+  for (const auto l : path) links_[l].bundles.push_back(id);
+  return id;
+}
+
+FlowNetwork::FlowId FlowNetwork::start_in(std::uint32_t bundle, double bytes, double weight, double ceiling_bps,
+                                          Nanos now) {
+  if (!(bytes >= 0) || !(weight > 0) || !(ceiling_bps >= 0) || bundle >= bundles_.size())
+    throw std::invalid_argument(fmt::format("flow network: flow of {} bytes, weight {}, ceiling {} bit/s in bundle {}",
+                                            bytes, weight, ceiling_bps, bundle));
+  auto& b = bundles_[bundle];
+  const double ceiling = ceiling_bps * kBytesPerNsPerBps;
+  if (b.ceiling != ceiling) {
+    drop_stale_top(b);
+    if (!b.heap.empty())
+      throw std::invalid_argument(fmt::format("flow network: bundle {} has flows: its ceiling cannot change", bundle));
+    b.ceiling = ceiling;
+    b.refill = true;
+  }
+  return start_on(bundle, bytes, weight, now);
+}
+
+FlowNetwork::FlowId FlowNetwork::start_on(std::uint32_t bi, double bytes, double weight, Nanos now) {
   auto& b = bundles_[bi];
   catch_up(b, now);
   FlowId id;
@@ -118,6 +143,32 @@ void FlowNetwork::set_ceiling(FlowId flow, double ceiling_bps, Nanos now) {
   b.heap.push({f.finish_v, flow, f.gen});
   b.weight += f.weight;
   touch(bi);
+}
+
+void FlowNetwork::set_bundle_ceiling(std::uint32_t bundle, double ceiling_bps, Nanos now) {
+  if (!(ceiling_bps >= 0) || bundle >= bundles_.size())
+    throw std::invalid_argument(fmt::format("flow network: ceiling {} bit/s for bundle {}", ceiling_bps, bundle));
+  auto& b = bundles_[bundle];
+  const double ceiling = ceiling_bps * kBytesPerNsPerBps;
+  if (b.ceiling == ceiling) return;
+  catch_up(b, now);
+  b.ceiling = ceiling;
+  b.refill = true;
+  touch(bundle);
+}
+
+void FlowNetwork::set_bytes(FlowId flow, double bytes, Nanos now) {
+  auto& f = flows_.at(flow);
+  if (!(bytes >= 0)) throw std::invalid_argument(fmt::format("flow network: flow {} of {} bytes", flow, bytes));
+  if (!f.active) return;
+  auto& b = bundles_[f.bundle];
+  catch_up(b, now);
+  const double sent_now = std::min(f.bytes, f.start_sent + (b.v - f.start_v) * f.weight);
+  f.bytes = std::max(bytes, sent_now);
+  ++f.gen;
+  f.finish_v = f.start_v + (f.bytes - f.start_sent) / f.weight;
+  b.heap.push({f.finish_v, flow, f.gen});
+  touch(f.bundle);  // same weight: update() only plans its next finish again
 }
 
 void FlowNetwork::release(FlowId flow) {

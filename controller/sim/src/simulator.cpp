@@ -37,7 +37,8 @@ constexpr double kHystartLowWindow = 16;  // segments: HyStart waits for this wi
 constexpr std::int64_t kLongPieces = 4;
 
 enum class Ev : std::uint8_t {
-  wake, deliver, collective_end, deadline, tick, capacity, slow_start, retransmit, paced_cut, paced_resend, paced_ack
+  wake, deliver, collective_end, deadline, tick, capacity, slow_start, retransmit, paced_cut, paced_resend, paced_ack,
+  stream_check
 };
 struct Event {
   Nanos at;
@@ -62,10 +63,10 @@ class Simulation {
     if (sc_.iterations < 0) throw std::invalid_argument("simulate: negative iterations");
     if (!(window_ >= 0) || !(opt.initial_window_bytes > 0) || opt.progress_period_ns <= 0)
       throw std::invalid_argument("simulate: tcp window, initial window and progress period must be positive");
-    if (!(opt.pacing_ratio > 0) || opt.paced_piece_ns <= 0 || opt.paced_piece_ns_per_message < 0)
+    if (!(opt.pacing_ratio > 0) || opt.paced_piece_ns <= 0 || opt.paced_piece_ns_per_message < 0 || opt.paced_stream_ns < 0)
       throw std::invalid_argument(
-          "simulate: the pacing ratio and the paced piece length must be positive, the piece length per message at "
-          "least 0");
+          "simulate: the pacing ratio and the paced piece length must be positive, the piece length per message and "
+          "the streamed piece length at least 0");
     if (!(opt.compute_jitter >= 0 && opt.compute_jitter <= 0.5))
       throw std::invalid_argument(fmt::format("simulate: compute jitter {}: give a fraction from 0 to 0.5", opt.compute_jitter));
     auto policy = arbiter::make_policy(sc_.policy);
@@ -90,6 +91,7 @@ class Simulation {
       now = std::max(now, *next);
     }
     if (!all_done()) throw workload::DeadlockError(blocked());
+    for (std::size_t link = 0; link < paced_.size(); ++link) acks_in(link, now);  // for the report
     return result();
   }
 
@@ -153,6 +155,7 @@ class Simulation {
     bool entering = false;  // in its link's `entering` list (entering, not paused)
     Nanos since = -1;       // the next cut credits it from here, not from the last cut (it could
                             // not send before: its window was full; or it started since)
+    double stream_rate = -1;  // >= 0: its pace for the streamed piece now open (paced_stream())
   };
   struct Collective {
     std::vector<std::uint32_t> members;  // groups, ring order
@@ -202,6 +205,14 @@ class Simulation {
     Nanos at = 0;                     // when it was cut (its bytes entered just before)
     std::vector<std::pair<std::uint32_t, double>> parts;  // message, wire bytes
     std::vector<std::uint32_t> last;  // messages whose last bytes it holds
+    bool open = false;                // streamed: still filling while the link sends it
+    Nanos opened = 0;                 // streamed: when it began to fill
+    double stream_pace = 0;           // streamed: bytes per ns it fills at
+    bool served = false;              // streamed and open: its flow has started
+    bool following = false;           // ... and caught up: it sends at stream_pace
+    bool sent = false;                // ... and has ended
+    bool streamed = false;            // cut from a streamed piece: `rates` are its parts' paces
+    std::vector<double> rates;
   };
   struct Ack {  // a piece's ACKs reaching its senders
     Nanos at = 0;
@@ -217,6 +228,9 @@ class Simulation {
     std::uint32_t server = kNone;         // the flow sending the first piece
     std::uint32_t gen = 0;                // cut events of another generation are stale
     Nanos next_cut = -1;                  // the cut scheduled (-1: none)
+    bool streaming = false;               // the open piece is sent as it fills (paced_stream())
+    Nanos armed = -1;                     // the ACKs due then have their event
+    std::uint32_t stream_bundle = kNone;  // the flow network's bundle for streamed pieces
   };
 
   // ---- setup ----
@@ -247,7 +261,7 @@ class Simulation {
     burst_flow_.assign(topo.links.size(), kNone);
     burst_queued_bytes_.assign(topo.links.size(), 0.0);
     paced_.resize(topo.links.size());
-    acks_reserved_.assign(topo.links.size(), false);
+    acks_for_.assign(topo.links.size(), 0.0);
     wan_queue_link_ = topo.links;
     double lan = static_cast<double>(topo.lan.rate.bps) * sc_.scale;
     if (opt_.lan_rate_bps) lan = *opt_.lan_rate_bps;
@@ -389,6 +403,9 @@ class Simulation {
         any = true;
       }
       for (const auto& ev : arb_->take_events()) arbiter_event(ev, now);
+      for (const auto link : idle_check_)
+        if (paced_[link].server == kNone && paced_[link].pieces.empty()) reserve_acks(link, 0, now);
+      idle_check_.clear();
       net_.update(now);
       if (const auto d = arb_->next_deadline(); d && *d != planned_deadline_) {
         planned_deadline_ = *d;
@@ -456,6 +473,9 @@ class Simulation {
       }
       case Ev::paced_ack:
         paced_acks(e.a, now);
+        break;
+      case Ev::stream_check:
+        if (e.b == paced_[e.a].gen) stream_check(e.a, now);
         break;
       case Ev::retransmit: {
         auto& m = messages_[e.a];
@@ -752,6 +772,7 @@ class Simulation {
   // else SimOptions::pacing_ratio), capped in windowed runs at the lab's
   // SO_MAX_PACING_RATE, the link's rate over the transfer's connections.
   double paced_rate(const Message& m) const {
+    if (m.stream_rate >= 0) return m.stream_rate;
     const auto& c = *m.conn;
     const double ratio = c.pcwnd < c.ssthresh / 2 ? 2.0 : opt_.pacing_ratio;
     double per_connection = ratio * c.pcwnd / std::max(1.0, c.srtt);
@@ -774,10 +795,13 @@ class Simulation {
   // What the messages entering `link`'s queue sent since the last cut becomes a piece.
   void paced_cut(std::size_t link, Nanos now) {
     auto& L = paced_[link];
+    acks_in(link, now);
     const Nanos from = L.from;
     const Nanos dt = now - from;
     L.from = now;
-    if (L.entering.empty() || dt <= 0) return;
+    const bool streamed = L.streaming;  // the open piece is on the link already
+    L.streaming = false;
+    if (!streamed && (L.entering.empty() || dt <= 0)) return;
     Piece p;
     p.at = now;
     p.parts = take_parts();
@@ -790,6 +814,7 @@ class Simulation {
       const Nanos start = m.since >= 0 ? m.since : from;
       m.since = -1;
       const double rate = paced_rate(m);
+      m.stream_rate = -1;
       double add = std::min(rate * static_cast<double>(now - start), paced_room(m));
       if (add >= rest * (1 - 1e-12)) {
         add = rest;
@@ -802,14 +827,15 @@ class Simulation {
       p.bytes += add;
       p.weight += weight_of(m);
       p.parts.emplace_back(id, add);
+      if (streamed) p.rates.push_back(rate);
     }
-    if (p.bytes <= 0 && in.empty()) {
+    if (p.bytes <= 0 && in.empty() && !streamed) {
       give_parts(std::move(p.parts));
       return;
     }
     // Drop-tail: what the queue has no room for is lost, from each message in proportion
     // to what it sent. What is sent again is not lost again (as with Bursts::fifo).
-    if (opt_.queue_overflow && p.bytes > 0) {
+    if (opt_.queue_overflow && p.bytes > 0 && !streamed) {  // (a streamed piece: the queue was empty)
       double backlog = L.queued;
       if (L.server != kNone && net_.active(L.server)) backlog -= net_.sent(L.server, now);
       const double room = std::max(0.0, queue_limit_bytes(link) - backlog);
@@ -859,9 +885,13 @@ class Simulation {
     // One with bytes lost waits for its resend (Ev::paced_resend); the others are in.
     std::erase_if(in, [&](const auto& e) { return messages_[e.first].lost > 0; });
     for (const auto& [id, at] : in) p.last.push_back(id);
-    L.queued += p.bytes;
-    L.pieces.push_back(std::move(p));
-    paced_serve(link, now);
+    if (streamed) {
+      stream_cut(link, std::move(p), now);
+    } else {
+      L.queued += p.bytes;
+      L.pieces.push_back(std::move(p));
+      paced_serve(link, now);
+    }
     // A message queued behind one that has entered goes next on its connections (with
     // long pieces, from when the last byte went in).
     for (const auto& [id, at] : in) release_connections(id, now, coarse ? at : -1);
@@ -876,6 +906,9 @@ class Simulation {
   // message.)
   void paced_schedule(std::size_t link, Nanos now) {
     auto& L = paced_[link];
+    acks_in(link, now);
+    if (L.streaming) return;  // its cut is planned; whatever must come sooner cuts first
+    arm_acks(link);
     const bool coarse = long_pieces(L);
     if (coarse && L.next_cut >= 0) return;  // long pieces: on their own clock
     // A cut visits every message entering the link: with many at once (thousands of GPUs
@@ -897,32 +930,169 @@ class Simulation {
       if (rest <= room) next = std::min(next, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(rest / rate))));
     }
     if (!moving) return;
+    if (!coarse && paced_stream(link, now)) return;
     L.next_cut = next;
     push(next, Ev::paced_cut, static_cast<std::uint32_t>(link), ++L.gen);
+  }
+
+  // A streamed piece: when every message entering a link is past slow start and its
+  // window holds all the rest of it (when its ACKs come back cannot hold it up), the piece
+  // that opens now is SimOptions::paced_stream_ns long (or ends with a message's last
+  // byte), the messages keep their pace through it, and the link sends it as it fills: once
+  // the link gets to it, one flow sends what is in at the link's pace, and from when it has
+  // caught up, at the pace the bytes enter (stream_check()). So its bytes leave when an
+  // exact FIFO would send them; its ACKs still come back at once when it has left.
+  bool paced_stream(std::size_t link, Nanos now) {
+    auto& L = paced_[link];
+    if (opt_.paced_stream_ns <= opt_.paced_piece_ns || L.from != now) return false;
+    Nanos until = piece_boundary(now + opt_.paced_stream_ns - opt_.paced_piece_ns);
+    for (const auto id : L.entering) {
+      const auto& m = messages_[id];
+      const auto& c = *m.conn;
+      const double rate = paced_rate(m);
+      const double rest = paced_rest(m);
+      if (m.resending || m.lost > 0 || !(c.pcwnd >= c.ssthresh) || !(rate > 0) || !(rest <= paced_room(m)))
+        return false;
+      until = std::min(until, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(rest / rate))));
+    }
+    if (until - now <= opt_.paced_piece_ns) return false;  // no longer than a plain piece
+    if (opt_.queue_overflow) {
+      // The queue must not fill within it: what finds the queue full is lost, and only
+      // plain pieces meet the queue's limit.
+      double backlog = L.queued;
+      if (L.server != kNone && net_.active(L.server)) backlog -= net_.sent(L.server, now);
+      double pace = 0;
+      for (const auto id : L.entering) pace += paced_rate(messages_[id]);
+      const double growth = std::max(0.0, pace - net_.link_rate(wan_[link]) / 8e9) * static_cast<double>(until - now);
+      if (backlog + growth > queue_limit_bytes(link)) return false;
+    }
+    Piece p;
+    p.open = true;
+    p.opened = now;
+    for (const auto id : L.entering) {
+      auto& m = messages_[id];
+      const double rate = paced_rate(m);
+      m.stream_rate = rate;
+      p.bytes += std::min(rate * static_cast<double>(until - now), paced_rest(m));
+      p.weight += weight_of(m);
+    }
+    // The pace it fills at on average (a message's last byte may come before the end).
+    p.stream_pace = p.bytes / static_cast<double>(until - now);
+    L.queued += p.bytes;
+    L.pieces.push_back(std::move(p));
+    L.streaming = true;
+    L.next_cut = until;
+    push(until, Ev::paced_cut, static_cast<std::uint32_t>(link), ++L.gen);
+    paced_serve(link, now);
+    return true;
+  }
+
+  // The link gets to the open streamed piece: its flow sends what is in at the link's pace,
+  // then follows the bytes as they enter.
+  void stream_start(std::size_t link, Piece& p, Nanos now) {
+    auto& L = paced_[link];
+    if (L.stream_bundle == kNone) L.stream_bundle = net_.add_bundle({wan_[link]});
+    p.served = true;
+    const double in = p.stream_pace * static_cast<double>(now - p.opened);
+    p.following = in < 1;
+    L.server = net_.start_in(L.stream_bundle, p.bytes, p.weight,
+                             p.following ? p.stream_pace * 8e9 / p.weight : kUnlimited, now);
+    set_owner(L.server, {false, false, 0, link, p.bytes / workload::kWireOverhead, true});
+    reserve_acks(link, p.following ? std::min(wan_rate_[link], p.stream_pace * 8e9) : kFullRate, now);
+    if (!p.following) push(now + opt_.paced_piece_ns, Ev::stream_check, static_cast<std::uint32_t>(link), L.gen);
+  }
+
+  // Has the link caught up with the open streamed piece it sends? Then it sends at the pace
+  // the piece fills; else look again when it would have (at the rates now), or a plain
+  // piece's length later if it is not faster than the piece fills.
+  void stream_check(std::size_t link, Nanos now) {
+    auto& L = paced_[link];
+    if (L.pieces.empty() || L.server == kNone) return;
+    auto& p = L.pieces.front();
+    if (!p.open || !p.served || p.following) return;
+    const double in = p.stream_pace * static_cast<double>(now - p.opened);
+    const double out = net_.sent(L.server, now);
+    if (out >= in - 1) {
+      p.following = true;
+      net_.set_bundle_ceiling(L.stream_bundle, p.stream_pace * 8e9 / p.weight, now);
+      reserve_acks(link, std::min(wan_rate_[link], p.stream_pace * 8e9), now);
+      return;
+    }
+    const double rate = net_.rate_bps(L.server) / 8e9;
+    Nanos at = now + opt_.paced_piece_ns;
+    if (rate > p.stream_pace)
+      at = std::min(at, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil((in - out) / (rate - p.stream_pace)))));
+    push(at, Ev::stream_check, static_cast<std::uint32_t>(link), L.gen);
+  }
+
+  // The streamed piece is cut (at its planned end, or sooner): what entered is what it
+  // holds. Not reached yet: a piece like the others. Being sent: the link sends the rest at
+  // its own pace (all of it is in). Sent already (the flow ended at this instant): it has
+  // left.
+  void stream_cut(std::size_t link, Piece&& p, Nanos now) {
+    auto& L = paced_[link];
+    auto& open = L.pieces.back();
+    L.queued += p.bytes - open.bytes;
+    const double predicted = open.bytes;
+    const bool on_link = open.served;
+    const bool sent = open.sent;
+    p.opened = open.opened;
+    p.streamed = true;
+    open = std::move(p);
+    if (!on_link) return;
+    if (sent) {
+      // Its flow moved the predicted bytes: the totals count what entered.
+      totals_[link].wire_bytes += open.bytes - predicted;
+      totals_[link].payload_bytes += (open.bytes - predicted) / workload::kWireOverhead;
+      if (opt_.acks && reverse_[link] != kNoLink)
+        totals_[reverse_[link]].wire_bytes += (open.bytes - predicted) * kAckFraction;
+      paced_piece_left(link, now);
+      paced_serve(link, now);
+      check_idle(link);
+      return;
+    }
+    owners_[L.server].payload = open.bytes / workload::kWireOverhead;
+    if (open.bytes - net_.sent(L.server, now) > 1) {
+      net_.set_bundle_ceiling(L.stream_bundle, kUnlimited, now);
+      reserve_acks(link, kFullRate, now);
+    }
+    net_.set_bytes(L.server, open.bytes, now);
   }
 
   // The link sends its queue's first piece when it has none on the wire.
   void paced_serve(std::size_t link, Nanos now) {
     auto& L = paced_[link];
     while (L.server == kNone && !L.pieces.empty()) {
-      const auto& p = L.pieces.front();
+      auto& p = L.pieces.front();
+      if (p.open) {
+        if (!p.served) stream_start(link, p, now);
+        break;
+      }
       if (!(p.bytes > 0)) {
         paced_piece_left(link, now);
         continue;
       }
       L.server = net_.start({wan_[link]}, p.bytes, p.weight, kUnlimited, now);
       set_owner(L.server, {false, false, 0, link, p.bytes / workload::kWireOverhead, true});
-      reserve_acks(link, true, now);
+      reserve_acks(link, kFullRate, now);
     }
   }
 
-  // While a paced link sends its queue, the ACKs of what it sends take kAckFraction of its
-  // rate on the reverse link (the rate a piece's own ACK flow would get there); its
-  // pieces follow each other without an ACK flow each. Their bytes count when each piece
-  // has left.
-  void reserve_acks(std::size_t link, bool on, Nanos now) {
-    if (!opt_.acks || reverse_[link] == kNoLink || acks_reserved_[link] == on) return;
-    acks_reserved_[link] = on;
+  // A link whose queue may be empty: its ACKs' share goes back when settle() is done with
+  // the instant, if it has nothing to send then (a streamed piece cut now is followed by
+  // the next at once).
+  void check_idle(std::size_t link) {
+    if (opt_.acks && acks_for_[link] != 0) idle_check_.push_back(link);
+  }
+
+  // While a paced link sends its queue, the ACKs of what it sends take kAckFraction of the
+  // rate it sends at on the reverse link: its own rate (kFullRate; the rate a piece's own
+  // ACK flow would get there), or a streamed piece's pace. Its pieces follow each other
+  // without an ACK flow each; their bytes count when each piece has left. 0: idle.
+  static constexpr double kFullRate = -1;
+  void reserve_acks(std::size_t link, double data_bps, Nanos now) {
+    if (!opt_.acks || reverse_[link] == kNoLink || acks_for_[link] == data_bps) return;
+    acks_for_[link] = data_bps;
     apply_rate(reverse_[link], now);
   }
 
@@ -930,8 +1100,8 @@ class Simulation {
   // ACKs of its reverse link hold.
   void apply_rate(std::size_t link, Nanos now) {
     double rate = wan_rate_[link];
-    if (const auto back = reverse_[link]; back != kNoLink && acks_reserved_[back])
-      rate = std::max(0.0, rate - kAckFraction * wan_rate_[back]);
+    if (const auto back = reverse_[link]; back != kNoLink && acks_for_[back] != 0)
+      rate = std::max(0.0, rate - kAckFraction * (acks_for_[back] == kFullRate ? wan_rate_[back] : acks_for_[back]));
     net_.set_rate(wan_[link], rate, now);
   }
 
@@ -952,25 +1122,88 @@ class Simulation {
       give_parts(std::move(p.parts));
       return;
     }
+    if (p.streamed) {
+      streamed_acks(link, p, now);
+      return;
+    }
     // At the next piece boundary after a round trip (ACKs handled a piece at a time, like
     // everything else here: at most paced_piece_ns late).
-    const Nanos at = piece_boundary(now + wan_rtt_[link] - 1);
-    if (L.acks.empty() || L.acks.back().at != at) push(at, Ev::paced_ack, static_cast<std::uint32_t>(link));
-    L.acks.push_back({at, p.at, std::move(p.parts)});
+    add_acks(link, piece_boundary(now + wan_rtt_[link] - 1), p.at, std::move(p.parts));
+  }
+
+  void add_acks(std::size_t link, Nanos at, Nanos sent, std::vector<std::pair<std::uint32_t, double>>&& parts) {
+    auto& L = paced_[link];
+    L.acks.push_back({at, sent, std::move(parts)});
+    if (!L.streaming) arm_acks(link);
+  }
+
+  // A streamed piece has left: its ACKs come back as those of plain pieces would, what
+  // entered in each paced_piece_ns a round trip after it left. Each part entered at its
+  // pace from when the piece opened (until its last byte); a byte left when it entered, or
+  // if the link was behind, as late as sending the rest by now at the link's rate puts it.
+  void streamed_acks(std::size_t link, Piece& p, Nanos now) {
+    const double rate = net_.link_rate(wan_[link]) / 8e9;
+    const auto entered = [&](std::size_t i, Nanos t) {
+      return std::min(p.parts[i].second, p.rates[i] * static_cast<double>(t - p.opened));
+    };
+    double before = 0;  // the piece's bytes in before `from`
+    for (Nanos from = p.opened; from < p.at;) {
+      const Nanos to = std::min(piece_boundary(from), p.at);
+      auto parts = take_parts();
+      double bytes = 0;
+      for (std::size_t i = 0; i < p.parts.size(); ++i) {
+        const double b = entered(i, to) - entered(i, from);
+        if (b > 0) parts.emplace_back(p.parts[i].first, b);
+        bytes += b;
+      }
+      before += bytes;
+      const double behind = rate > 0 ? (p.bytes - before) / rate : 0;
+      const Nanos left = std::max(to, now - static_cast<Nanos>(behind));
+      if (parts.empty()) {
+        give_parts(std::move(parts));
+      } else {
+        Nanos at = piece_boundary(left + wan_rtt_[link] - 1);
+        if (!paced_[link].acks.empty()) at = std::max(at, paced_[link].acks.back().at);
+        add_acks(link, at, to, std::move(parts));
+      }
+      from = to;
+    }
+    give_parts(std::move(p.parts));
   }
 
   // ACKs in: less in flight, an RTT sample, the window grows (slow start: by what was
   // ACKed while at least half of the window was in use, until HyStart sees the queue's
   // delay; congestion avoidance: CUBIC's TCP-friendly pace, about half a segment per
   // round trip, only while the window is full), and the senders may go on.
+  //
+  // Each batch of ACKs has an event of its own, but not while the link sends a streamed
+  // piece (paced_stream()): its senders keep their pace and have room for all they send,
+  // so the batches are taken in, each at its own instant, at the piece's cut (or when the
+  // link's senders are looked at before: a plan for the next cut, the arbiter's sample).
   void paced_acks(std::size_t link, Nanos now) {
     auto& L = paced_[link];
+    if (L.armed == now) L.armed = -1;
+    // A sender whose window was full goes on from when its ACKs came, at its pace; with
+    // one waiting, the next cut is planned again with the new paces.
+    const bool waiting = std::any_of(L.entering.begin(), L.entering.end(),
+                                     [&](std::uint32_t id) { return !(paced_room(messages_[id]) > 0); });
+    acks_in(link, now);
+    if (waiting) paced_schedule(link, now);
+    if (!L.streaming) arm_acks(link);
+  }
+
+  // The ACK batches due by `now`, each at its own instant. True if a sender whose window
+  // was full may go on (from then: `since`).
+  bool acks_in(std::size_t link, Nanos now) {
+    auto& L = paced_[link];
+    if (L.acks.empty() || L.acks.front().at > now) return false;
     // Only a sender whose window was full needs a cut scheduled; the others' new pace
     // applies from the next one (at most a piece later).
     auto& blocked = acks_blocked_;
     blocked.clear();
     for (const auto id : L.entering)
       if (!(paced_room(messages_[id]) > 0)) blocked.push_back(id);
+    bool freed = false;
     while (!L.acks.empty() && L.acks.front().at <= now) {
       auto a = std::move(L.acks.front());
       L.acks.pop_front();
@@ -980,10 +1213,10 @@ class Simulation {
         const double acked = bytes / weight_of(m);
         const double used = c.inflight;  // in flight when these were ACKed, them included
         c.inflight = std::max(0.0, c.inflight - acked);
-        const double sample = static_cast<double>(now - a.sent);
+        const double sample = static_cast<double>(a.at - a.sent);
         c.srtt = c.srtt > 0 ? 0.875 * c.srtt + 0.125 * sample : sample;
         if (a.sent >= c.round_mark) {  // a new round: its first ACKs are HyStart's sample
-          c.round_mark = now;
+          c.round_mark = a.at;
           c.round_sampled = false;
         }
         if (c.pcwnd < c.ssthresh) {
@@ -999,13 +1232,23 @@ class Simulation {
         }
         c.round_sampled = true;
       }
+      for (auto& id : blocked)
+        if (id != kNone && paced_room(messages_[id]) > 0) {
+          messages_[id].since = a.at;
+          id = kNone;
+          freed = true;
+        }
       give_parts(std::move(a.parts));
     }
-    // A sender whose window was full goes on from now, at its pace (the next cut credits
-    // it from here, not from the last cut: it sent nothing in between).
-    for (const auto id : blocked)
-      if (paced_room(messages_[id]) > 0) messages_[id].since = now;
-    if (!blocked.empty()) paced_schedule(link, now);
+    return freed;
+  }
+
+  // The first batch of ACKs still to come gets its event.
+  void arm_acks(std::size_t link) {
+    auto& L = paced_[link];
+    if (L.acks.empty() || L.armed == L.acks.front().at) return;
+    L.armed = L.acks.front().at;
+    push(L.armed, Ev::paced_ack, static_cast<std::uint32_t>(link));
   }
 
   // A piece's list of parts, from those given back (a paced run makes one per piece).
@@ -1143,6 +1386,7 @@ class Simulation {
     for (const auto id : in_window_) {
       const auto& m = messages_[id];
       if (m.paced) {
+        if (acks_in(m.link, now)) paced_schedule(m.link, now);
         arb_->progress(m.transfer, static_cast<std::uint64_t>(paced_entered(m, now)), now);
         continue;
       }
@@ -1166,10 +1410,15 @@ class Simulation {
     if (o.ack || o.paced) net_.release(flow);
     if (o.ack) return;
     if (o.paced) {
-      paced_[o.link].server = kNone;
+      auto& L = paced_[o.link];
+      L.server = kNone;
+      if (L.pieces.front().open) {  // streamed and sent as it filled: its cut is now
+        L.pieces.front().sent = true;
+        return;
+      }
       paced_piece_left(o.link, now);
       paced_serve(o.link, now);
-      if (paced_[o.link].server == kNone) reserve_acks(o.link, false, now);
+      check_idle(o.link);
       return;
     }
     if (o.collective) {
@@ -1333,7 +1582,7 @@ class Simulation {
     const auto& l = plan_.topology.links[tr.link];
     wan_rate_[tr.link] = rate;
     apply_rate(tr.link, now);
-    if (acks_reserved_[tr.link]) apply_rate(reverse_[tr.link], now);
+    if (acks_for_[tr.link] != 0) apply_rate(reverse_[tr.link], now);
     arb_->set_capacity({l.src, l.dst}, rate, now);
     arbiter_touched_ = true;
     // Steps after the last iteration would keep the run going for nothing.
@@ -1399,7 +1648,7 @@ class Simulation {
   FlowNetwork net_;
   std::vector<FlowNetwork::LinkId> wan_;  // per topology link
   std::vector<double> wan_rate_;          // per topology link: its rate now (traces), before ACK shares
-  std::vector<bool> acks_reserved_;       // per topology link: its paced ACKs hold their share of the reverse link
+  std::vector<double> acks_for_;          // per topology link: the data rate whose ACKs hold their share of the reverse link (reserve_acks())
   std::vector<bool> burst_busy_;          // per topology link: a burst is being served
   std::vector<std::deque<std::pair<std::uint32_t, double>>> burst_queue_;  // per topology link: bursts (message, wire bytes) waiting, in arrival order
   std::vector<double> burst_queued_bytes_;     // per topology link: their bytes
@@ -1408,6 +1657,7 @@ class Simulation {
   // Storage kept from call to call: flows finished at an instant, paced_cut()'s messages in,
   // paced_acks()' blocked senders, pieces' part lists given back.
   std::vector<FlowNetwork::FlowId> finished_;
+  std::vector<std::size_t> idle_check_;  // links check_idle() named at this instant
   std::vector<std::pair<std::uint32_t, Nanos>> cut_in_;
   std::vector<std::uint32_t> acks_blocked_;
   std::vector<std::vector<std::pair<std::uint32_t, double>>> parts_pool_;

@@ -42,6 +42,17 @@ class FlowNetwork {
   /// connections each capped at `ceiling_bps` (kUnlimited: no cap). A flow with no finite
   /// link and no cap finishes at once. Throws std::invalid_argument for bad arguments.
   FlowId start(const std::vector<LinkId>& path, double bytes, double weight, double ceiling_bps, Nanos now);
+  /// A bundle of its own over `path` (never shared with start()'s flows), for a caller that
+  /// runs one flow at a time on it with a ceiling of its choice (start_in()).
+  std::uint32_t add_bundle(const std::vector<LinkId>& path);
+  /// start() in that bundle; the ceiling may differ from the last flow's only when the
+  /// bundle has no flow left. Throws std::invalid_argument otherwise, and for bad arguments.
+  FlowId start_in(std::uint32_t bundle, double bytes, double weight, double ceiling_bps, Nanos now);
+  /// Changes the per-connection ceiling of a bundle of add_bundle()'s, flows and all.
+  void set_bundle_ceiling(std::uint32_t bundle, double ceiling_bps, Nanos now);
+  /// Changes the bytes an active flow moves in all (not below what it moved by `now`; it is
+  /// done at `now` if it moved them all). Rates stay as they are.
+  void set_bytes(FlowId flow, double bytes, Nanos now);
   /// Changes a flow's per-connection ceiling at `now` (0 pauses it).
   void set_ceiling(FlowId flow, double ceiling_bps, Nanos now);
 
@@ -123,6 +134,7 @@ class FlowNetwork {
   };
 
   std::uint32_t bundle_for(const std::vector<LinkId>& path, double ceiling);
+  FlowId start_on(std::uint32_t bundle, double bytes, double weight, Nanos now);
   void catch_up(Bundle& b, Nanos now);
   void drop_stale_top(Bundle& b);
   void touch(std::uint32_t bundle);

@@ -128,6 +128,13 @@ struct SimOptions {
   /// within the open piece, from its own instant; its last byte leaves with the piece).
   /// 0: always paced_piece_ns.
   std::int64_t paced_piece_ns_per_message = 100'000;
+  /// Bursts::paced, faster: while every message entering a link is past slow start and its
+  /// window holds all the rest of it, pieces are this long (or end with a message's last
+  /// byte) and the link sends each as it fills; their ACKs come back as those of
+  /// paced_piece_ns pieces would. Fewer pieces at thousands of GPUs under exclusive windows;
+  /// results move by a few percent against plain pieces (bench/README.md, "Streamed
+  /// pieces"). 0: plain pieces only.
+  std::int64_t paced_stream_ns = 0;
   /// Every WAN data flow sends its ACKs back on the reverse link, as the lab's TCP does:
   /// one 66-byte frame (Ethernet, IP, TCP with timestamps) per two full segments (Linux's
   /// delayed ACK), kAckFraction of the data's wire bytes, at that fraction of the data's
