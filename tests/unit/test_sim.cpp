@@ -343,17 +343,19 @@ TEST_CASE("a message's ACKs take their share of the reverse link", "[unit][sim]"
   s.placement = {{"a", "b"}, {"b", "a"}};
   for (auto& l : topo.links) l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 8));  // S / B = 1 s
   const auto plan = plan_of(s, topo);
-  std::map<bool, double> wire;  // over the WAN links, whole run
-  const auto run = [&](bool acks) {
-    auto opt = exact();
-    opt.tcp_window_bytes = 0;
+  // The arrivals with `opt` and ACKs on or off; the WAN links' wire bytes of the whole run
+  // go to wire[acks].
+  const auto run = [&](sim::SimOptions opt, bool acks, std::map<bool, double>& wire) {
     opt.acks = acks;
     const auto r = sim::simulate(plan, opt);
     for (const auto& l : r.wan) wire[acks] += l.wire_bytes;
     return arrivals(s, r, 2, 0.010);
   };
-  const auto with = run(true);
-  const auto without = run(false);
+  std::map<bool, double> wire;
+  auto flows = exact();
+  flows.tcp_window_bytes = 0;
+  const auto with = run(flows, true, wire);
+  const auto without = run(flows, false, wire);
   // Everything crosses the WAN here (the stage-0 replicas' all-reduce too): with ACKs, f more.
   CHECK(wire[true] == Approx(wire[false] * (1 + sim::kAckFraction)).epsilon(1e-9));
   for (int j = 0; j < 2; ++j) {
@@ -368,18 +370,12 @@ TEST_CASE("a message's ACKs take their share of the reverse link", "[unit][sim]"
   // rate on the other, so each link sends at (1 - f) B while the other does, and both are
   // done at 1 ms + S / ((1 - f) B). The ACKs' bytes are f of the data's, as above.
   std::map<bool, double> paced_wire;
-  const auto paced = [&](bool acks) {
-    auto opt = exact(sim::SimOptions::Bursts::paced);
-    opt.tcp_window_bytes = 2 * bytes;
-    opt.initial_window_bytes = 2 * bytes;
-    opt.queue_overflow = false;
-    opt.acks = acks;
-    const auto r = sim::simulate(plan, opt);
-    for (const auto& l : r.wan) paced_wire[acks] += l.wire_bytes;
-    return arrivals(s, r, 2, 0.010);
-  };
-  const auto paced_with = paced(true);
-  const auto paced_without = paced(false);
+  auto paced = exact(sim::SimOptions::Bursts::paced);
+  paced.tcp_window_bytes = 2 * bytes;
+  paced.initial_window_bytes = 2 * bytes;
+  paced.queue_overflow = false;
+  const auto paced_with = run(paced, true, paced_wire);
+  const auto paced_without = run(paced, false, paced_wire);
   CHECK(paced_wire[true] == Approx(paced_wire[false] + wire[true] - wire[false]).epsilon(1e-9));
   for (int j = 0; j < 2; ++j) {
     INFO("paced, pipeline " << j);
