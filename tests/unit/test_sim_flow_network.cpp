@@ -288,3 +288,19 @@ TEST_CASE("a bundle of its own: one flow at a time at the caller's ceiling, its 
   CHECK(net.take_finished(240'000'000) == std::vector<FlowNetwork::FlowId>{c});
   CHECK(net.bytes(c) == Approx(0.5 * kMB));
 }
+
+TEST_CASE("a link's new rate reaches a flow that starts on a bundle emptied at that instant", "[unit][sim]") {
+  // The bundle's last filling saw weight 1; its flow ends, the link's rate halves and a
+  // flow of the same weight starts on it, all at one instant: it must get the new rate.
+  FlowNetwork net;
+  const auto l = net.add_link(100 * kMbit);
+  net.start({l}, 1 * kMB, 1, kUnlimited, 0);
+  net.update(0);
+  REQUIRE(net.next_finish() == 80'000'000);
+  net.take_finished(80'000'000);
+  net.set_rate(l, 50 * kMbit, 80'000'000);
+  const auto b = net.start({l}, 1 * kMB, 1, kUnlimited, 80'000'000);
+  net.update(80'000'000);
+  CHECK(net.rate_bps(b) == Approx(50 * kMbit));
+  CHECK(net.next_finish() == 80'000'000 + 160'000'000);
+}

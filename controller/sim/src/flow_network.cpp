@@ -28,11 +28,12 @@ void FlowNetwork::set_rate(LinkId link, double rate_bps, Nanos /*now*/) {
   if (!(rate_bps >= 0)) throw std::invalid_argument(fmt::format("flow network: link rate {} bit/s", rate_bps));
   auto& l = links_.at(link);
   l.capacity = rate_bps * kBytesPerNsPerBps;
-  for (const auto b : l.bundles)
-    if (bundles_[b].weight > 0) {
-      bundles_[b].refill = true;
-      touch(b);
-    }
+  // Every bundle on it fills again, an empty one too (it keeps the rate of its last
+  // filling until a flow starts on it).
+  for (const auto b : l.bundles) {
+    bundles_[b].refill = true;
+    if (bundles_[b].weight > 0) touch(b);
+  }
 }
 
 double FlowNetwork::link_rate(LinkId link) const {

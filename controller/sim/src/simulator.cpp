@@ -806,8 +806,9 @@ class Simulation {
     p.at = now;
     p.parts = take_parts();
     const bool coarse = long_pieces(L);
-    auto& in = cut_in_;  // messages whose last byte entered, when (long pieces: its own
-    in.clear();          // instant, else now)
+    // Messages whose last byte entered, when (long pieces: its own instant, else now). Its
+    // own (a successor that starts below cuts this link again).
+    std::vector<std::pair<std::uint32_t, Nanos>> in;
     for (const auto id : L.entering) {
       auto& m = messages_[id];
       const double rest = paced_rest(m);
@@ -951,7 +952,10 @@ class Simulation {
       const auto& c = *m.conn;
       const double rate = paced_rate(m);
       const double rest = paced_rest(m);
-      if (m.resending || m.lost > 0 || !(c.pcwnd >= c.ssthresh) || !(rate > 0) || !(rest <= paced_room(m)))
+      // (One credited from before now, its ACKs having opened its window then, enters
+      // from there: a plain piece.)
+      if (m.resending || m.lost > 0 || !(c.pcwnd >= c.ssthresh) || !(rate > 0) || !(rest <= paced_room(m)) ||
+          (m.since >= 0 && m.since < now))
         return false;
       until = std::min(until, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(rest / rate))));
     }
@@ -1101,7 +1105,8 @@ class Simulation {
   void apply_rate(std::size_t link, Nanos now) {
     double rate = wan_rate_[link];
     if (const auto back = reverse_[link]; back != kNoLink && acks_for_[back] != 0)
-      rate = std::max(0.0, rate - kAckFraction * (acks_for_[back] == kFullRate ? wan_rate_[back] : acks_for_[back]));
+      rate = std::max(0.0, rate - kAckFraction * (acks_for_[back] == kFullRate ? wan_rate_[back]
+                                                                                : std::min(acks_for_[back], wan_rate_[back])));
     net_.set_rate(wan_[link], rate, now);
   }
 
@@ -1654,11 +1659,10 @@ class Simulation {
   std::vector<double> burst_queued_bytes_;     // per topology link: their bytes
   std::vector<std::uint32_t> burst_flow_;      // per topology link: the burst on the link, or kNone
   std::vector<PacedLink> paced_;               // per topology link: Bursts::paced
-  // Storage kept from call to call: flows finished at an instant, paced_cut()'s messages in,
-  // paced_acks()' blocked senders, pieces' part lists given back.
+  // Storage kept from call to call: flows finished at an instant, paced_acks()' blocked
+  // senders, pieces' part lists given back.
   std::vector<FlowNetwork::FlowId> finished_;
   std::vector<std::size_t> idle_check_;  // links check_idle() named at this instant
-  std::vector<std::pair<std::uint32_t, Nanos>> cut_in_;
   std::vector<std::uint32_t> acks_blocked_;
   std::vector<std::vector<std::pair<std::uint32_t, double>>> parts_pool_;
   std::vector<core::WanLink> wan_queue_link_;  // per topology link: its parameters, for its queue limit
