@@ -207,6 +207,8 @@ class Simulation {
     std::vector<std::uint32_t> last;  // messages whose last bytes it holds
     bool open = false;                // streamed: still filling while the link sends it
     Nanos opened = 0;                 // streamed: when it began to fill
+    Nanos served_at = -1;             // streamed: when the link got to it
+    Nanos caught_at = -1;             // streamed: when the link caught up with it (-1: never)
     double stream_pace = 0;           // streamed: bytes per ns it fills at
     bool served = false;              // streamed and open: its flow has started
     bool following = false;           // ... and caught up: it sends at stream_pace
@@ -997,8 +999,10 @@ class Simulation {
     auto& L = paced_[link];
     if (L.stream_bundle == kNone) L.stream_bundle = net_.add_bundle({wan_[link]});
     p.served = true;
+    p.served_at = now;
     const double in = p.stream_pace * static_cast<double>(now - p.opened);
     p.following = in < 1;
+    if (p.following) p.caught_at = now;
     L.server = net_.start_in(L.stream_bundle, p.bytes, p.weight,
                              p.following ? p.stream_pace * 8e9 / p.weight : kUnlimited, now);
     set_owner(L.server, {false, false, 0, link, p.bytes / workload::kWireOverhead, true});
@@ -1018,6 +1022,7 @@ class Simulation {
     const double out = net_.sent(L.server, now);
     if (out >= in - 1) {
       p.following = true;
+      p.caught_at = now;
       net_.set_bundle_ceiling(L.stream_bundle, p.stream_pace * 8e9 / p.weight, now);
       reserve_acks(link, std::min(wan_rate_[link], p.stream_pace * 8e9), now);
       return;
@@ -1041,6 +1046,8 @@ class Simulation {
     const bool on_link = open.served;
     const bool sent = open.sent;
     p.opened = open.opened;
+    p.served_at = open.served_at;
+    p.caught_at = open.caught_at;
     p.streamed = true;
     open = std::move(p);
     if (!on_link) return;
@@ -1144,8 +1151,10 @@ class Simulation {
 
   // A streamed piece has left: its ACKs come back as those of plain pieces would, what
   // entered in each paced_piece_ns a round trip after it left. Each part entered at its
-  // pace from when the piece opened (until its last byte); a byte left when it entered, or
-  // if the link was behind, as late as sending the rest by now at the link's rate puts it.
+  // pace from when the piece opened (until its last byte). A byte left when it entered once
+  // the link had caught up with the piece; before, at the link's rate from when it got to
+  // the piece; if the link never caught up, or sent the last bytes after the cut, as late
+  // as sending the rest by now at the link's rate puts it.
   void streamed_acks(std::size_t link, Piece& p, Nanos now) {
     const double rate = net_.link_rate(wan_[link]) / 8e9;
     const auto entered = [&](std::size_t i, Nanos t) {
@@ -1162,8 +1171,14 @@ class Simulation {
         bytes += b;
       }
       before += bytes;
-      const double behind = rate > 0 ? (p.bytes - before) / rate : 0;
-      const Nanos left = std::max(to, now - static_cast<Nanos>(behind));
+      const Nanos behind = now - static_cast<Nanos>(rate > 0 ? (p.bytes - before) / rate : 0);
+      Nanos left = behind;
+      if (p.caught_at >= 0) {
+        left = to >= p.caught_at ? to
+                                 : std::min(p.caught_at, p.served_at + static_cast<Nanos>(rate > 0 ? before / rate : 0));
+        if (now > p.at) left = std::max(left, behind);
+      }
+      left = std::max(left, to);
       if (parts.empty()) {
         give_parts(std::move(parts));
       } else {
