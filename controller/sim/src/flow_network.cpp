@@ -82,13 +82,11 @@ FlowNetwork::FlowId FlowNetwork::start_in(std::uint32_t bundle, double bytes, do
     throw std::invalid_argument(fmt::format("flow network: flow of {} bytes, weight {}, ceiling {} bit/s in bundle {}",
                                             bytes, weight, ceiling_bps, bundle));
   auto& b = bundles_[bundle];
-  const double ceiling = ceiling_bps * kBytesPerNsPerBps;
-  if (b.ceiling != ceiling) {
+  if (b.ceiling != ceiling_bps * kBytesPerNsPerBps) {
     drop_stale_top(b);
     if (!b.heap.empty())
       throw std::invalid_argument(fmt::format("flow network: bundle {} has flows: its ceiling cannot change", bundle));
-    b.ceiling = ceiling;
-    b.refill = true;
+    set_bundle_ceiling(bundle, ceiling_bps, now);
   }
   return start_on(bundle, bytes, weight, now);
 }

@@ -207,12 +207,11 @@ class Simulation {
     std::vector<std::uint32_t> last;  // messages whose last bytes it holds
     bool open = false;                // streamed: still filling while the link sends it
     Nanos opened = 0;                 // streamed: when it began to fill
-    Nanos served_at = -1;             // streamed: when the link got to it
-    Nanos caught_at = -1;             // streamed: when the link caught up with it (-1: never)
+    Nanos served_at = -1;             // streamed: when the link got to it (-1: not yet)
+    Nanos caught_at = -1;             // streamed: when the link caught up with it, from when it
+                                      // sends at stream_pace (-1: not yet, or never)
     double stream_pace = 0;           // streamed: bytes per ns it fills at
-    bool served = false;              // streamed and open: its flow has started
-    bool following = false;           // ... and caught up: it sends at stream_pace
-    bool sent = false;                // ... and has ended
+    bool sent = false;                // streamed and open: its flow has ended
     bool streamed = false;            // cut from a streamed piece: `rates` are its parts' paces
     std::vector<double> rates;
   };
@@ -944,11 +943,12 @@ class Simulation {
   // byte), the messages keep their pace through it, and the link sends it as it fills: once
   // the link gets to it, one flow sends what is in at the link's pace, and from when it has
   // caught up, at the pace the bytes enter (stream_check()). So its bytes leave when an
-  // exact FIFO would send them; its ACKs still come back at once when it has left.
+  // exact FIFO would send them; its ACKs come back as plain pieces' would (streamed_acks()).
   bool paced_stream(std::size_t link, Nanos now) {
     auto& L = paced_[link];
     if (opt_.paced_stream_ns <= opt_.paced_piece_ns || L.from != now) return false;
     Nanos until = piece_boundary(now + opt_.paced_stream_ns - opt_.paced_piece_ns);
+    double pace = 0;  // all of them, bytes per ns
     for (const auto id : L.entering) {
       const auto& m = messages_[id];
       const auto& c = *m.conn;
@@ -960,6 +960,7 @@ class Simulation {
           (m.since >= 0 && m.since < now))
         return false;
       until = std::min(until, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(rest / rate))));
+      pace += rate;
     }
     if (until - now <= opt_.paced_piece_ns) return false;  // no longer than a plain piece
     if (opt_.queue_overflow) {
@@ -967,8 +968,6 @@ class Simulation {
       // plain pieces meet the queue's limit.
       double backlog = L.queued;
       if (L.server != kNone && net_.active(L.server)) backlog -= net_.sent(L.server, now);
-      double pace = 0;
-      for (const auto id : L.entering) pace += paced_rate(messages_[id]);
       const double growth = std::max(0.0, pace - net_.link_rate(wan_[link]) / 8e9) * static_cast<double>(until - now);
       if (backlog + growth > queue_limit_bytes(link)) return false;
     }
@@ -998,16 +997,14 @@ class Simulation {
   void stream_start(std::size_t link, Piece& p, Nanos now) {
     auto& L = paced_[link];
     if (L.stream_bundle == kNone) L.stream_bundle = net_.add_bundle({wan_[link]});
-    p.served = true;
     p.served_at = now;
-    const double in = p.stream_pace * static_cast<double>(now - p.opened);
-    p.following = in < 1;
-    if (p.following) p.caught_at = now;
-    L.server = net_.start_in(L.stream_bundle, p.bytes, p.weight,
-                             p.following ? p.stream_pace * 8e9 / p.weight : kUnlimited, now);
+    const bool caught = p.stream_pace * static_cast<double>(now - p.opened) < 1;  // nothing in yet
+    if (caught) p.caught_at = now;
+    L.server = net_.start_in(L.stream_bundle, p.bytes, p.weight, caught ? p.stream_pace * 8e9 / p.weight : kUnlimited,
+                             now);
     set_owner(L.server, {false, false, 0, link, p.bytes / workload::kWireOverhead, true});
-    reserve_acks(link, p.following ? std::min(wan_rate_[link], p.stream_pace * 8e9) : kFullRate, now);
-    if (!p.following) push(now + opt_.paced_piece_ns, Ev::stream_check, static_cast<std::uint32_t>(link), L.gen);
+    reserve_acks(link, caught ? std::min(wan_rate_[link], p.stream_pace * 8e9) : kFullRate, now);
+    if (!caught) push(now + opt_.paced_piece_ns, Ev::stream_check, static_cast<std::uint32_t>(link), L.gen);
   }
 
   // Has the link caught up with the open streamed piece it sends? Then it sends at the pace
@@ -1017,11 +1014,10 @@ class Simulation {
     auto& L = paced_[link];
     if (L.pieces.empty() || L.server == kNone) return;
     auto& p = L.pieces.front();
-    if (!p.open || !p.served || p.following) return;
+    if (!p.open || p.served_at < 0 || p.caught_at >= 0) return;
     const double in = p.stream_pace * static_cast<double>(now - p.opened);
     const double out = net_.sent(L.server, now);
     if (out >= in - 1) {
-      p.following = true;
       p.caught_at = now;
       net_.set_bundle_ceiling(L.stream_bundle, p.stream_pace * 8e9 / p.weight, now);
       reserve_acks(link, std::min(wan_rate_[link], p.stream_pace * 8e9), now);
@@ -1043,7 +1039,7 @@ class Simulation {
     auto& open = L.pieces.back();
     L.queued += p.bytes - open.bytes;
     const double predicted = open.bytes;
-    const bool on_link = open.served;
+    const bool on_link = open.served_at >= 0;
     const bool sent = open.sent;
     p.opened = open.opened;
     p.served_at = open.served_at;
@@ -1076,7 +1072,7 @@ class Simulation {
     while (L.server == kNone && !L.pieces.empty()) {
       auto& p = L.pieces.front();
       if (p.open) {
-        if (!p.served) stream_start(link, p, now);
+        if (p.served_at < 0) stream_start(link, p, now);
         break;
       }
       if (!(p.bytes > 0)) {
