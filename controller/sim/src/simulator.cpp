@@ -459,6 +459,7 @@ class Simulation {
       case Ev::paced_resend: {
         // The sender has found out: what was lost is no longer in flight, and enters again.
         auto& m = messages_[e.a];
+        acks_in(m.link, now);
         if (!long_pieces(paced_[m.link])) paced_cut(m.link, now);
         m.conn->inflight -= m.lost / weight_of(m);
         m.lost = 0;
@@ -734,6 +735,7 @@ class Simulation {
     m.paced = true;
     m.entered = 0;
     auto& c = *m.conn;
+    acks_in(m.link, now);  // those of its connections' earlier messages, before it enters
     if (c.pcwnd <= 0) {
       c.pcwnd = std::min(window_, opt_.initial_window_bytes);
       c.srtt = static_cast<double>(wan_rtt_[m.link]);
@@ -1259,10 +1261,17 @@ class Simulation {
     return freed;
   }
 
-  // The first batch of ACKs still to come gets its event.
+  // The first batch of ACKs still to come gets its event when a sender entering the link
+  // waits for it (its window full). The others need none: nothing reads a window before
+  // its link's due ACKs are taken in (acks_in(), each batch at its own instant, first
+  // thing in a cut, a plan for the next cut, a sample for the arbiter, a message that
+  // starts or comes back), and a sender with room keeps its pace until the next cut.
   void arm_acks(std::size_t link) {
     auto& L = paced_[link];
     if (L.acks.empty() || L.armed == L.acks.front().at) return;
+    if (std::none_of(L.entering.begin(), L.entering.end(),
+                     [&](std::uint32_t id) { return !(paced_room(messages_[id]) > 0); }))
+      return;
     L.armed = L.acks.front().at;
     push(L.armed, Ev::paced_ack, static_cast<std::uint32_t>(link));
   }
