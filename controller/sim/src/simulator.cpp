@@ -232,6 +232,7 @@ class Simulation {
     bool streaming = false;               // the open piece is sent as it fills (paced_stream())
     Nanos armed = -1;                     // the ACKs due then have their event
     std::uint32_t stream_bundle = kNone;  // the flow network's bundle for streamed pieces
+    std::uint32_t piece_bundle = kNone;   // and for the others (no ceiling: found once, not per piece)
   };
 
   // ---- setup ----
@@ -1081,7 +1082,8 @@ class Simulation {
         paced_piece_left(link, now);
         continue;
       }
-      L.server = net_.start({wan_[link]}, p.bytes, p.weight, kUnlimited, now);
+      if (L.piece_bundle == kNone) L.piece_bundle = net_.add_bundle({wan_[link]});
+      L.server = net_.start_in(L.piece_bundle, p.bytes, p.weight, kUnlimited, now);
       set_owner(L.server, {false, false, 0, link, p.bytes / workload::kWireOverhead, true});
       reserve_acks(link, kFullRate, now);
     }
