@@ -1154,7 +1154,10 @@ class Simulation {
   // pace from when the piece opened (until its last byte). A byte left when it entered once
   // the link had caught up with the piece; before, at the link's rate from when it got to
   // the piece; if the link never caught up, or sent the last bytes after the cut, as late
-  // as sending the rest by now at the link's rate puts it.
+  // as sending the rest by now at the link's rate puts it. And no sooner than a plain piece
+  // of those paced_piece_ns would have: cut at their end, then sent at the link's rate.
+  // (Without that, a streamed sender's RTT samples came out up to a piece's length shorter
+  // than a plain one's, its pace faster: 7B three-DC atlas ran 2.3 % fast.)
   void streamed_acks(std::size_t link, Piece& p, Nanos now) {
     const double rate = net_.link_rate(wan_[link]) / 8e9;
     const auto entered = [&](std::size_t i, Nanos t) {
@@ -1178,7 +1181,8 @@ class Simulation {
                                  : std::min(p.caught_at, p.served_at + static_cast<Nanos>(rate > 0 ? before / rate : 0));
         if (now > p.at) left = std::max(left, behind);
       }
-      left = std::max(left, to);
+      // As a plain piece cut at `to` would: sent at the link's rate from then at the earliest.
+      left = std::max(left, to + static_cast<Nanos>(rate > 0 ? std::ceil(bytes / rate) : 0));
       if (parts.empty()) {
         give_parts(std::move(parts));
       } else {
