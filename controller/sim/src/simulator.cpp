@@ -252,6 +252,9 @@ class Simulation {
       reverse_.push_back(back ? static_cast<std::size_t>(back - topo.links.data()) : kNoLink);
       wan_delay_.push_back(l.params.delay.count());
       wan_rtt_.push_back(rtt);
+      // SO_MAX_PACING_RATE of a windowed run's connections: the link's rate over them
+      // (bytes per ns per connection).
+      pace_cap_.push_back(static_cast<double>(l.params.rate.bps) * sc_.scale / 8e9 / (tp_ * k_));
       wan_ceiling_.push_back(window_ > 0 && rtt > 0
                                  ? window_ * 8e9 / static_cast<double>(rtt)
                                  : kUnlimited);
@@ -265,6 +268,7 @@ class Simulation {
     paced_.resize(topo.links.size());
     acks_for_.assign(topo.links.size(), 0.0);
     wan_queue_link_ = topo.links;
+    queue_limit_.assign(topo.links.size(), {-1.0, 0.0});
     double lan = static_cast<double>(topo.lan.rate.bps) * sc_.scale;
     if (opt_.lan_rate_bps) lan = *opt_.lan_rate_bps;
     if (!(lan >= 0)) throw std::invalid_argument(fmt::format("simulate: LAN rate {} bit/s", lan));
@@ -780,10 +784,7 @@ class Simulation {
     const auto& c = *m.conn;
     const double ratio = c.pcwnd < c.ssthresh / 2 ? 2.0 : opt_.pacing_ratio;
     double per_connection = ratio * c.pcwnd / std::max(1.0, c.srtt);
-    if (exclusive_) {
-      const auto& l = plan_.topology.links[m.link];
-      per_connection = std::min(per_connection, static_cast<double>(l.params.rate.bps) * sc_.scale / 8e9 / (tp_ * k_));
-    }
+    if (exclusive_) per_connection = std::min(per_connection, pace_cap_[m.link]);
     return per_connection * weight_of(m);
   }
 
@@ -1306,13 +1307,22 @@ class Simulation {
   // The lab's queue limit at the link's rate now: the topology's, or the default for that
   // rate (1.5 x the bandwidth-delay product, in full frames), as the lab sets it with each
   // rate it applies.
+  // (Worked out again only when the rate moved: a paced link asks at every cut.)
   double queue_limit_bytes(std::size_t link) {
+    auto& [rate, bytes] = queue_limit_[link];
+    if (rate == wan_rate_[link]) return bytes;
     auto& l = wan_queue_link_[link];
-    if (l.params.queue && l.params.queue->unit == QueueLimit::Unit::bytes) return static_cast<double>(l.params.queue->value);
     const double frame = static_cast<double>(plan_.topology.lan.mtu + 14);
-    if (l.params.queue) return static_cast<double>(l.params.queue->value) * frame;
-    l.params.rate.bps = static_cast<std::uint64_t>(std::llround(wan_rate_[link]));
-    return static_cast<double>(core::default_queue_packets(plan_.topology, l)) * frame;
+    if (l.params.queue && l.params.queue->unit == QueueLimit::Unit::bytes) {
+      bytes = static_cast<double>(l.params.queue->value);
+    } else if (l.params.queue) {
+      bytes = static_cast<double>(l.params.queue->value) * frame;
+    } else {
+      l.params.rate.bps = static_cast<std::uint64_t>(std::llround(wan_rate_[link]));
+      bytes = static_cast<double>(core::default_queue_packets(plan_.topology, l)) * frame;
+    }
+    rate = wan_rate_[link];
+    return bytes;
   }
 
   // A burst's turn at its link (its connections were free when it queued).
@@ -1692,9 +1702,11 @@ class Simulation {
   std::vector<std::uint32_t> acks_blocked_;
   std::vector<std::vector<std::pair<std::uint32_t, double>>> parts_pool_;
   std::vector<core::WanLink> wan_queue_link_;  // per topology link: its parameters, for its queue limit
+  std::vector<std::pair<double, double>> queue_limit_;  // per topology link: (rate, queue limit in bytes at it)
   std::vector<Nanos> wan_delay_, wan_rtt_;
   std::vector<std::size_t> reverse_;  // each WAN link's reverse link (kNoLink: none)
   std::vector<double> wan_ceiling_;
+  std::vector<double> pace_cap_;
   std::vector<std::vector<std::size_t>> link_of_;
   bool lan_limited_ = false;
   Nanos lan_delay_ = 0;
