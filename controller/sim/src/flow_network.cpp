@@ -269,6 +269,10 @@ void FlowNetwork::update(Nanos now) {
       }
       continue;
     }
+    if (comp.size() == 1) {
+      fill_one(comp.front(), now);
+      continue;
+    }
     fill(now);
   }
   dirty_.clear();
@@ -341,6 +345,26 @@ void FlowNetwork::fill(Nanos now) {
     std::erase_if(open, [&](std::uint32_t bi) { return bundles_[bi].frozen; });
   }
   for (const auto bi : comp) schedule(bi, now);
+}
+
+void FlowNetwork::fill_one(std::uint32_t bi, Nanos now) {
+  // fill() for a bundle alone on its links (a paced link's piece, most of the time): the
+  // tightest of its links' capacity over its connections, or its ceiling if no higher.
+  ++stats_.updates;
+  ++stats_.bundles_filled;
+  auto& b = bundles_[bi];
+  catch_up(b, now);
+  b.filled_weight = b.weight;
+  b.refill = false;
+  b.rate = 0;
+  b.frozen = b.weight <= 0;
+  if (!b.frozen) {
+    double link_level = kUnlimited;
+    for (const auto li : b.links) link_level = std::min(link_level, std::max(0.0, links_[li].capacity) / b.weight);
+    b.rate = b.ceiling <= link_level ? b.ceiling : link_level;
+    b.frozen = true;
+  }
+  schedule(bi, now);
 }
 
 std::optional<Nanos> FlowNetwork::next_finish() {

@@ -1147,7 +1147,8 @@ class Simulation {
   void add_acks(std::size_t link, Nanos at, Nanos sent, std::vector<std::pair<std::uint32_t, double>>&& parts) {
     auto& L = paced_[link];
     L.acks.push_back({at, sent, std::move(parts)});
-    if (!L.streaming) arm_acks(link);
+    // (Behind others: the first one's event, if it needs one, is planned already.)
+    if (!L.streaming && L.acks.size() == 1) arm_acks(link);
   }
 
   // A streamed piece has left: its ACKs come back as those of plain pieces would, what

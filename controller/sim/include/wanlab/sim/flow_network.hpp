@@ -141,6 +141,8 @@ class FlowNetwork {
   void schedule(std::uint32_t bundle, Nanos now);
   /// Progressive filling over comp_ (bundles) and comp_links_, then their next finishes.
   void fill(Nanos now);
+  /// fill() when the part is one bundle.
+  void fill_one(std::uint32_t bundle, Nanos now);
 
   std::vector<Link> links_;
   std::vector<Bundle> bundles_;
