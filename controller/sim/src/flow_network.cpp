@@ -431,11 +431,6 @@ void FlowNetwork::fill_one(std::uint32_t bi, Nanos now) {
   schedule(bi, now);
 }
 
-std::optional<Nanos> FlowNetwork::next_finish() {
-  if (finishes_.empty()) return std::nullopt;
-  return finishes_.front().at;
-}
-
 std::vector<FlowNetwork::FlowId> FlowNetwork::take_finished(Nanos now) {
   std::vector<FlowId> out;
   take_finished(now, out);

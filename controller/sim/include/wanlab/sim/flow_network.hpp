@@ -60,7 +60,10 @@ class FlowNetwork {
   /// made at `now`, before next_finish().
   void update(Nanos now);
   /// When the next active flow finishes at the current rates; nullopt when none moves.
-  std::optional<Nanos> next_finish();
+  std::optional<Nanos> next_finish() const {
+    if (finishes_.empty()) return std::nullopt;
+    return finishes_.front().at;
+  }
   /// The flows finished by `now`, removed (their links marked for update()), in order.
   std::vector<FlowId> take_finished(Nanos now);
   /// The same into `out` (cleared first), which keeps its storage from call to call.
