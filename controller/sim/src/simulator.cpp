@@ -417,10 +417,13 @@ class Simulation {
         planned_deadline_ = *d;
         push(std::max(*d, now + 1), Ev::deadline, 0);
       }
-      if (!any) {
-        if (const auto f = net_.next_finish(); f && *f <= now) continue;
+      const auto f = net_.next_finish();
+      const bool finishing = f && *f <= now;
+      if (!any && !finishing) return;
+      // Another pass only if something is left at `now` (it would find nothing else).
+      if (!finishing && (events_.empty() || events_.top().at > now) && !arbiter_touched_ && !arb_->has_events() &&
+          idle_check_.empty())
         return;
-      }
     }
   }
 

@@ -187,6 +187,8 @@ class Arbiter {
 
   /// Events since the last call, oldest first.
   std::vector<Event> take_events();
+  /// Whether take_events() has any to give.
+  bool has_events() const { return !events_.empty(); }
   const Transfer& transfer(TransferId id) const;
   /// The transfers holding windows on `link` now (exclusive policies).
   std::vector<TransferId> owners(LinkId link) const;
