@@ -28,6 +28,7 @@ struct SimFlags {
   bool slow_start = false;
   std::string bursts = sim::to_string(sim::SimOptions{}.bursts);  // paced, shared, fifo
   bool no_acks = false;
+  std::optional<std::string> paced_piece;   // "1ms"
   std::optional<std::string> paced_stream;  // "8ms"
   double compute_jitter = sim::SimOptions{}.compute_jitter;  // fraction
   std::string timeline = "auto";  // auto, full, per-stage, none

@@ -81,6 +81,7 @@ json options_json(const sim::SimOptions& o, const workload::Scenario& s, const s
           {"slow_start", o.slow_start},
           {"bursts", sim::to_string(o.bursts)},
           {"acks", o.acks},
+          {"paced_piece_ms", static_cast<double>(o.paced_piece_ns) / 1e6},
           {"paced_stream_ms", static_cast<double>(o.paced_stream_ns) / 1e6},
           {"compute_jitter", o.compute_jitter},
           {"progress_period_ms", static_cast<double>(o.progress_period_ns) / 1e6},
@@ -109,6 +110,15 @@ sim::SimOptions parse_sim_flags(const SimFlags& f) {
   if (!bursts) throw std::invalid_argument(fmt::format("--bursts {}: give paced, shared or fifo", f.bursts));
   o.bursts = *bursts;
   o.acks = !f.no_acks;
+  if (f.paced_piece) {
+    const auto d = parse_duration(*f.paced_piece);
+    if (!d) throw std::invalid_argument(fmt::format("--paced-piece {}: {}", *f.paced_piece, d.error));
+    if (d.value.count() <= 0 || d.value.count() > 100'000'000)
+      throw std::invalid_argument(fmt::format("--paced-piece {}: give a step above 0 and at most 100ms", *f.paced_piece));
+    if (o.bursts != sim::SimOptions::Bursts::paced)
+      throw std::invalid_argument(fmt::format("--paced-piece {}: only with --bursts paced", *f.paced_piece));
+    o.paced_piece_ns = d.value.count();
+  }
   if (f.paced_stream) {
     const auto d = parse_duration(*f.paced_stream);
     if (!d) throw std::invalid_argument(fmt::format("--paced-stream {}: {}", *f.paced_stream, d.error));
