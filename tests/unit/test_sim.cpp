@@ -333,6 +333,27 @@ TEST_CASE("paced bursts: TCP's pace into the link's FIFO queue, in the order the
   }
 }
 
+TEST_CASE("paced: a sender below the link's rate measures the path's RTT, not the step's", "[unit][sim]") {
+  // One pipeline on one link a -> b (RTT 20 ms), S / B = 1 ms: the message enters at its
+  // pace over 5.9 ms, far below the link's rate, so each byte leaves as it enters and its
+  // ACK is back 20 ms later. The model cuts what enters into 1 ms pieces and sends each
+  // once it is whole (0.17 ms at the link's rate), but its ACKs leave from when an exact
+  // FIFO would have sent the bytes: SRTT 20 ms. (Taken from the piece's own departure, they
+  // came back on the next millisecond after it: 21 ms, and every pace 5 % slow.)
+  auto [topo, s, bytes] = one_link_pipelines(1);
+  for (auto& l : topo.links) l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 8 * 1000));
+  for (const std::int64_t step : {1'000'000, 250'000}) {
+    auto o = exact(sim::SimOptions::Bursts::paced);
+    o.paced_piece_ns = step;
+    const auto r = sim::simulate(plan_of(s, topo), o);
+    REQUIRE(r.tcp.size() == 2);  // activations a -> b, gradients b -> a
+    for (const auto& t : r.tcp) {
+      INFO("step " << step << " ns, " << t.src << " -> " << t.dst);
+      CHECK(t.srtt_ns == Approx(20e6).margin(1e3));
+    }
+  }
+}
+
 TEST_CASE("a message's ACKs take their share of the reverse link", "[unit][sim]") {
   // Two pipelines of 2 stages, one each way: replica 0's stage 0 in a and stage 1 in b,
   // replica 1's the other way round. Both stage-0 GPUs send S at the same instant, S / B =
@@ -493,7 +514,8 @@ TEST_CASE("paced: long pieces with many messages entering give the result of 1 m
   // enter each link at once, so pieces are 100 us per message (6.4 ms), cut on their own
   // clock, and a message that starts or ends in between does so inside the open piece.
   // That is a coarser step, not another model: the iteration time stays within 2 % of
-  // 1 ms pieces everywhere (paced_piece_ns_per_message = 0), with fewer events.
+  // 1 ms pieces everywhere (paced_piece_ns_per_message = 0), with fewer events (measured:
+  // 48.61 against 49.17 s, 467,000 events against 870,000).
   const auto plan = full_size_three_dc_7b("fair", 64, 4);
   const auto run = [&](std::int64_t per_message) {
     auto opt = paper_options();
@@ -506,18 +528,17 @@ TEST_CASE("paced: long pieces with many messages entering give the result of 1 m
   INFO("1 ms pieces: " << fine << " s per iteration, " << fine_events << " events; long pieces: " << coarse << " s, "
                        << coarse_events << " events");
   CHECK(coarse == Approx(fine).epsilon(0.02));
-  CHECK(coarse_events < fine_events / 2);
+  CHECK(coarse_events < fine_events * 0.6);
 }
 
 TEST_CASE("paced: streamed pieces keep the result of 1 ms pieces with fewer pieces, and every byte", "[unit][sim]") {
   // three-dc-7b at full size with 64 pipelines (1,536 GPUs) under atlas: each window's
   // transfer enters alone, past slow start after the first iteration, its window holding
   // all of it, at a pace below the link's. With --paced-stream 8ms it goes in 8 ms pieces
-  // that the link sends as they fill, each millisecond's bytes ACKed as a plain piece's
-  // would be. Measured: 45.55 s per iteration against 45.52 s with 1 ms pieces (+0.07 %;
-  // -2.2 % when a streamed byte's ACK left as it entered), 0.54 x the events, 0.36 x the
-  // flows; the same payload on every link, and the same wire bytes but for what the queue
-  // lost and was sent again.
+  // that the link sends as they fill; its ACKs come back per millisecond, as plain
+  // pieces' do. Measured: 44.53 s per iteration against 44.44 s with 1 ms pieces
+  // (+0.2 %), 0.56 x the events, 0.37 x the flows; the same payload on every link, and the
+  // same wire bytes but for what the queue lost and was sent again.
   const auto plan = full_size_three_dc_7b("atlas", 64, 3);
   const auto run = [&](std::int64_t stream) {
     auto opt = paper_options();

@@ -198,7 +198,8 @@ class Simulation {
   // Bursts::paced: a WAN link's FIFO queue, as the pieces that entered it. A piece is what
   // the bursts entering at once put in between two cuts (a burst's start or end, or
   // paced_piece_ns); its bytes interleave, so it leaves as one flow, and a burst whose last
-  // byte is in it is off the link when it is.
+  // byte is in it is off the link when it is. Its ACKs leave when an exact FIFO would have
+  // sent its bytes (paced_piece_left()).
   struct Piece {
     double bytes = 0;
     double weight = 0;                // connections that put bytes in it
@@ -206,8 +207,8 @@ class Simulation {
     std::vector<std::pair<std::uint32_t, double>> parts;  // message, wire bytes
     std::vector<std::uint32_t> last;  // messages whose last bytes it holds
     bool open = false;                // streamed: still filling while the link sends it
-    Nanos opened = 0;                 // streamed: when it began to fill
-    Nanos served_at = -1;             // streamed: when the link got to it (-1: not yet)
+    Nanos opened = 0;                 // when it began to fill (the cut before)
+    Nanos served_at = -1;             // when the link got to it (-1: not yet)
     Nanos caught_at = -1;             // streamed: when the link caught up with it, from when it
                                       // sends at stream_pace (-1: not yet, or never)
     double stream_pace = 0;           // streamed: bytes per ns it fills at
@@ -216,8 +217,9 @@ class Simulation {
     std::vector<double> rates;
   };
   struct Ack {  // a piece's ACKs reaching its senders
-    Nanos at = 0;
-    Nanos sent = 0;
+    Nanos at = 0;    // when they are taken in (on the pieces' grid)
+    Nanos sent = 0;  // when their bytes entered (the piece's cut)
+    Nanos back = 0;  // when they came back: the RTT sample is back - sent
     std::vector<std::pair<std::uint32_t, double>> parts;
   };
   struct PacedLink {
@@ -232,6 +234,7 @@ class Simulation {
     bool streaming = false;               // the open piece is sent as it fills (paced_stream())
     Nanos armed = -1;                     // the ACKs due then have their event
     std::uint32_t stream_bundle = kNone;  // the flow network's bundle for streamed pieces
+    Nanos fluid_end = 0;                  // when an exact FIFO would have sent all that left
     std::uint32_t piece_bundle = kNone;   // and for the others (no ceiling: found once, not per piece)
   };
 
@@ -812,6 +815,7 @@ class Simulation {
     if (!streamed && (L.entering.empty() || dt <= 0)) return;
     Piece p;
     p.at = now;
+    p.opened = from;
     p.parts = take_parts();
     const bool coarse = long_pieces(L);
     // Messages whose last byte entered, when (long pieces: its own instant, else now). Its
@@ -1088,6 +1092,7 @@ class Simulation {
       }
       if (L.piece_bundle == kNone) L.piece_bundle = net_.add_bundle({wan_[link]});
       L.server = net_.start_in(L.piece_bundle, p.bytes, p.weight, kUnlimited, now);
+      p.served_at = now;
       set_owner(L.server, {false, false, 0, link, p.bytes / workload::kWireOverhead, true});
       reserve_acks(link, kFullRate, now);
     }
@@ -1122,13 +1127,27 @@ class Simulation {
   }
 
   // The first piece is off the link: the messages whose last bytes it held are delivered a
-  // one-way delay later, and its ACKs reach the senders a round trip after it entered
-  // the queue plus the time it waited there.
+  // one-way delay later, and its ACKs reach the senders a round trip after its bytes left.
+  //
+  // When did they leave? The link sent the piece once it was whole (cut), but an exact
+  // FIFO sends each byte as soon as the bytes before it are out, the piece's first ones
+  // while the rest still enter: its last byte leaves at the cut, or once the link has sent
+  // what was ahead of the piece (the last piece's departure, or the piece's start) and the
+  // piece itself, at the rate it got. Its ACKs go from then. (From the flow's own end,
+  // every ACK of a sender below the link's rate came a piece's transmission late and then
+  // on the next piece boundary: RTT samples up to a piece long, and paces that slow; 7B
+  // across five DCs under atlas took 118.9 s per iteration with 1 ms pieces and 104-108 s
+  // with 0.1-0.5 ms ones. Now 104.6 s with 1 ms pieces.)
   void paced_piece_left(std::size_t link, Nanos now) {
     auto& L = paced_[link];
     auto p = std::move(L.pieces.front());
     L.pieces.pop_front();
     L.queued = L.pieces.empty() ? 0.0 : L.queued - p.bytes;
+    Nanos dep = now;  // when an exact FIFO would have sent its last byte
+    if (!p.streamed && p.served_at >= 0) {
+      dep = std::max(p.at, std::max(p.opened, L.fluid_end) + (now - p.served_at));
+      L.fluid_end = dep;
+    }
     for (const auto id : p.last) {
       const auto& m = messages_[id];
       wire_[m.transfer].last = now;
@@ -1143,13 +1162,15 @@ class Simulation {
       return;
     }
     // At the next piece boundary after a round trip (ACKs handled a piece at a time, like
-    // everything else here: at most paced_piece_ns late).
-    add_acks(link, piece_boundary(now + wan_rtt_[link] - 1), p.at, std::move(p.parts));
+    // everything else here: at most paced_piece_ns late; the RTT sample is the round trip
+    // itself).
+    add_acks(link, piece_boundary(dep + wan_rtt_[link] - 1), p.at, dep + wan_rtt_[link], std::move(p.parts));
   }
 
-  void add_acks(std::size_t link, Nanos at, Nanos sent, std::vector<std::pair<std::uint32_t, double>>&& parts) {
+  void add_acks(std::size_t link, Nanos at, Nanos sent, Nanos back,
+                std::vector<std::pair<std::uint32_t, double>>&& parts) {
     auto& L = paced_[link];
-    L.acks.push_back({at, sent, std::move(parts)});
+    L.acks.push_back({at, sent, back, std::move(parts)});
     // (Behind others: the first one's event, if it needs one, is planned already.)
     if (!L.streaming && L.acks.size() == 1) arm_acks(link);
   }
@@ -1159,10 +1180,8 @@ class Simulation {
   // pace from when the piece opened (until its last byte). A byte left when it entered once
   // the link had caught up with the piece; before, at the link's rate from when it got to
   // the piece; if the link never caught up, or sent the last bytes after the cut, as late
-  // as sending the rest by now at the link's rate puts it. And no sooner than a plain piece
-  // of those paced_piece_ns would have: cut at their end, then sent at the link's rate.
-  // (Without that, a streamed sender's RTT samples came out up to a piece's length shorter
-  // than a plain one's, its pace faster: 7B three-DC atlas ran 2.3 % fast.)
+  // as sending the rest by now at the link's rate puts it (an exact FIFO's departures, as
+  // for plain pieces: paced_piece_left()).
   void streamed_acks(std::size_t link, Piece& p, Nanos now) {
     const double rate = net_.link_rate(wan_[link]) / 8e9;
     const auto entered = [&](std::size_t i, Nanos t) {
@@ -1186,14 +1205,13 @@ class Simulation {
                                  : std::min(p.caught_at, p.served_at + static_cast<Nanos>(rate > 0 ? before / rate : 0));
         if (now > p.at) left = std::max(left, behind);
       }
-      // As a plain piece cut at `to` would: sent at the link's rate from then at the earliest.
-      left = std::max(left, to + static_cast<Nanos>(rate > 0 ? std::ceil(bytes / rate) : 0));
+      paced_[link].fluid_end = std::max(paced_[link].fluid_end, left);
       if (parts.empty()) {
         give_parts(std::move(parts));
       } else {
         Nanos at = piece_boundary(left + wan_rtt_[link] - 1);
         if (!paced_[link].acks.empty()) at = std::max(at, paced_[link].acks.back().at);
-        add_acks(link, at, to, std::move(parts));
+        add_acks(link, at, to, left + wan_rtt_[link], std::move(parts));
       }
       from = to;
     }
@@ -1242,7 +1260,7 @@ class Simulation {
         const double acked = bytes / weight_of(m);
         const double used = c.inflight;  // in flight when these were ACKed, them included
         c.inflight = std::max(0.0, c.inflight - acked);
-        const double sample = static_cast<double>(a.at - a.sent);
+        const double sample = static_cast<double>(a.back - a.sent);
         c.srtt = c.srtt > 0 ? 0.875 * c.srtt + 0.125 * sample : sample;
         if (a.sent >= c.round_mark) {  // a new round: its first ACKs are HyStart's sample
           c.round_mark = a.at;

@@ -119,8 +119,9 @@ struct SimOptions {
   double pacing_ratio = 1.2;
   /// Bursts::paced: what enters a link's queue is cut into pieces this long, and wherever
   /// a message starts or ends; the link serves a piece once it is whole, so a byte leaves
-  /// at most a piece later than an exact fluid FIFO would send it, and ACKs come back per
-  /// piece.
+  /// at most a piece later than an exact fluid FIFO would send it (its ACK goes back from
+  /// when that FIFO would have sent it), and ACKs are taken in per piece: the model's step
+  /// (`--paced-piece`).
   std::int64_t paced_piece_ns = 1'000'000;
   /// Bursts::paced, many messages entering a link at once (each cut visits each of them):
   /// pieces this long per message when that is at least 4 x paced_piece_ns, and then cut
