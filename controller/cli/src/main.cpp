@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
                     "TCP connection sends within its congestion window at Linux's pacing rate into the link's FIFO "
                     "queue, with slow start, HyStart, CUBIC's window and drop-tail loss; the link sends its queue in "
                     "order; its work grows with simulated time x links: 7B across three DCs at 16,368 GPUs takes about "
-                    "0.6 s per iteration under fair, 1.3 s under atlas; see --paced-stream), shared (max-min flows "
+                    "0.63 s per iteration under fair, 0.94 s under atlas; see --paced-piece, --paced-stream), shared "
+                    "(max-min flows "
                     "with the others; faster) "
                     "or fifo (each leaves at once and the link serves them whole in arrival order, with "
                     "the lab's queue limit: what overflows is sent again after an RTO)")
@@ -128,15 +129,16 @@ int main(int argc, char** argv) {
     cmd->add_option("--paced-piece", f.paced_piece,
                     "Simulator, --bursts paced: the model's step, e.g. 0.25ms (default 1ms): what enters a link's "
                     "queue is cut into pieces this long, the link sends a piece once it is whole, and ACKs come back "
-                    "on this grid. A finer step costs time in proportion; some results move with it by up to 10 % "
-                    "(bench/README.md, \"The paced model's step\"): run at two steps to see how much yours do")
+                    "on this grid. A finer step costs time in proportion; results move with it, paper-scale runs by up "
+                    "to 3 %, sub-second iterations by up to 12 % (bench/README.md, \"The paced model's step\"): run at "
+                    "two steps to see how much yours do")
         ->type_name("DURATION");
     cmd->add_option("--paced-stream", f.paced_stream,
                     "Simulator, --bursts paced, faster: while every message entering a link is past slow start with "
                     "room in its window for all the rest of it, what enters goes in pieces this long (e.g. 8ms) that "
                     "the link sends as they fill, instead of 1 ms pieces; ACKs still come back per millisecond. 7B "
-                    "across three DCs under atlas at 16,368 GPUs: 0.9 s per iteration instead of 1.3 s; results move "
-                    "by a few percent (bench/README.md, \"Streamed pieces\"). Default 0: off")
+                    "across three DCs under atlas at 16,368 GPUs: 0.67 s per iteration instead of 0.94 s; results move "
+                    "by up to 2 % (bench/README.md, \"Streamed pieces\"). Default 0: off")
         ->type_name("DURATION");
     cmd->add_option("--compute-jitter", f.compute_jitter,
                     "Simulator: each compute op takes its modeled time x (1 + u), u uniform in [-F, F], drawn per op "

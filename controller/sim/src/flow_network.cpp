@@ -357,12 +357,7 @@ void FlowNetwork::fill(Nanos now) {
   open.clear();
   for (const auto bi : comp) {
     auto& b = bundles_[bi];
-    catch_up(b, now);
-    b.filled_weight = b.weight;
-    b.refill = false;
-    b.rate = 0;
-    b.frozen = b.weight <= 0;
-    if (b.frozen) continue;
+    if (!begin_filling(b, now)) continue;
     open.push_back(bi);
     for (const auto li : b.links) links_[li].unfrozen += b.weight;
   }
@@ -411,18 +406,22 @@ void FlowNetwork::fill(Nanos now) {
   for (const auto bi : comp) schedule(bi, now);
 }
 
+bool FlowNetwork::begin_filling(Bundle& b, Nanos now) {
+  catch_up(b, now);
+  b.filled_weight = b.weight;
+  b.refill = false;
+  b.rate = 0;
+  b.frozen = b.weight <= 0;
+  return !b.frozen;
+}
+
 void FlowNetwork::fill_one(std::uint32_t bi, Nanos now) {
   // fill() for a bundle alone on its links (a paced link's piece, most of the time): the
   // tightest of its links' capacity over its connections, or its ceiling if no higher.
   ++stats_.updates;
   ++stats_.bundles_filled;
   auto& b = bundles_[bi];
-  catch_up(b, now);
-  b.filled_weight = b.weight;
-  b.refill = false;
-  b.rate = 0;
-  b.frozen = b.weight <= 0;
-  if (!b.frozen) {
+  if (begin_filling(b, now)) {
     double link_level = kUnlimited;
     for (const auto li : b.links) link_level = std::min(link_level, std::max(0.0, links_[li].capacity) / b.weight);
     b.rate = b.ceiling <= link_level ? b.ceiling : link_level;

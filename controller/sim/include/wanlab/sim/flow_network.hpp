@@ -146,6 +146,9 @@ class FlowNetwork {
   void fill(Nanos now);
   /// fill() when the part is one bundle.
   void fill_one(std::uint32_t bundle, Nanos now);
+  /// A filling's start for one bundle: caught up, rate 0, frozen if it has no connections;
+  /// true if it takes part.
+  bool begin_filling(Bundle& b, Nanos now);
 
   std::vector<Link> links_;
   std::vector<Bundle> bundles_;
