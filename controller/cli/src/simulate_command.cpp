@@ -113,8 +113,8 @@ sim::SimOptions parse_sim_flags(const SimFlags& f) {
   if (f.paced_piece) {
     const auto d = parse_duration(*f.paced_piece);
     if (!d) throw std::invalid_argument(fmt::format("--paced-piece {}: {}", *f.paced_piece, d.error));
-    if (d.value.count() <= 0 || d.value.count() > 100'000'000)
-      throw std::invalid_argument(fmt::format("--paced-piece {}: give a step above 0 and at most 100ms", *f.paced_piece));
+    if (d.value.count() < 10'000 || d.value.count() > 100'000'000)
+      throw std::invalid_argument(fmt::format("--paced-piece {}: give a step from 10us to 100ms", *f.paced_piece));
     if (o.bursts != sim::SimOptions::Bursts::paced)
       throw std::invalid_argument(fmt::format("--paced-piece {}: only with --bursts paced", *f.paced_piece));
     o.paced_piece_ns = d.value.count();

@@ -815,8 +815,8 @@ class Simulation {
     if (!streamed && (L.entering.empty() || dt <= 0)) return;
     Piece p;
     p.at = now;
-    p.opened = from;
     p.parts = take_parts();
+    Nanos first_in = now;  // when its first bytes began to enter
     const bool coarse = long_pieces(L);
     // Messages whose last byte entered, when (long pieces: its own instant, else now). Its
     // own (a successor that starts below cuts this link again).
@@ -835,6 +835,7 @@ class Simulation {
                                                : now);
       }
       if (!(add > 0)) continue;
+      first_in = std::min(first_in, start);
       m.entered += add;
       m.conn->inflight += add / weight_of(m);
       p.bytes += add;
@@ -842,6 +843,9 @@ class Simulation {
       p.parts.emplace_back(id, add);
       if (streamed) p.rates.push_back(rate);
     }
+    // Its bytes began to enter at the first start among its parts (a sender held up by a
+    // full window goes on from its ACKs, after the cut before).
+    p.opened = p.bytes > 0 ? first_in : from;
     if (p.bytes <= 0 && in.empty() && !streamed) {
       give_parts(std::move(p.parts));
       return;
@@ -1164,7 +1168,10 @@ class Simulation {
     // At the next piece boundary after a round trip (ACKs handled a piece at a time, like
     // everything else here: at most paced_piece_ns late; the RTT sample is the round trip
     // itself).
-    add_acks(link, piece_boundary(dep + wan_rtt_[link] - 1), p.at, dep + wan_rtt_[link], std::move(p.parts));
+    // (Not before now: with pieces longer than the round trip, the bytes' ACKs can be back
+    // before the link is done with the piece in the model; they are taken in from now.)
+    add_acks(link, std::max(now, piece_boundary(dep + wan_rtt_[link] - 1)), p.at, dep + wan_rtt_[link],
+             std::move(p.parts));
   }
 
   void add_acks(std::size_t link, Nanos at, Nanos sent, Nanos back,
@@ -1205,11 +1212,12 @@ class Simulation {
                                  : std::min(p.caught_at, p.served_at + static_cast<Nanos>(rate > 0 ? before / rate : 0));
         if (now > p.at) left = std::max(left, behind);
       }
+      left = std::max(left, to);
       paced_[link].fluid_end = std::max(paced_[link].fluid_end, left);
       if (parts.empty()) {
         give_parts(std::move(parts));
       } else {
-        Nanos at = piece_boundary(left + wan_rtt_[link] - 1);
+        Nanos at = std::max(now, piece_boundary(left + wan_rtt_[link] - 1));
         if (!paced_[link].acks.empty()) at = std::max(at, paced_[link].acks.back().at);
         add_acks(link, at, to, left + wan_rtt_[link], std::move(parts));
       }
@@ -1229,7 +1237,7 @@ class Simulation {
   // link's senders are looked at before: a plan for the next cut, the arbiter's sample).
   void paced_acks(std::size_t link, Nanos now) {
     auto& L = paced_[link];
-    if (L.armed == now) L.armed = -1;
+    if (L.armed <= now) L.armed = -1;
     // A sender whose window was full goes on from when its ACKs came, at its pace; with
     // one waiting, the next cut is planned again with the new paces.
     const bool waiting = std::any_of(L.entering.begin(), L.entering.end(),
