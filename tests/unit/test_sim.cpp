@@ -354,6 +354,30 @@ TEST_CASE("paced: a sender below the link's rate measures the path's RTT, not th
   }
 }
 
+TEST_CASE("paced: steps longer than the round trip and senders held up by their windows", "[unit][sim]") {
+  // Four pipelines at once on one link (RTT 20 ms, S / B = 0.1 s), each sender in slow
+  // start pacing at twice its window per RTT: their windows fill and they wait for ACKs.
+  // With 50 ms pieces the bytes of a piece are ACKed before the link is done sending it
+  // in the model (the ACKs are then taken in from that instant on); the ACKs must still
+  // come, no RTT sample may fall below the path's, and the step may cost at most about
+  // two steps of waiting.
+  auto [topo, s, bytes] = one_link_pipelines(4);
+  for (auto& l : topo.links) l.params.rate.bps = static_cast<std::uint64_t>(std::llround(bytes * 80));
+  for (const std::int64_t step : {1'000'000, 50'000'000}) {
+    auto o = exact(sim::SimOptions::Bursts::paced);
+    o.paced_piece_ns = step;
+    o.paced_piece_ns_per_message = 0;
+    const auto r = sim::simulate(plan_of(s, topo), o);
+    INFO("step " << step << " ns");
+    REQUIRE(r.tcp.size() == 8);
+    for (const auto& t : r.tcp) CHECK(t.srtt_ns >= 20e6);
+    // Each direction moves 4 S at B: at least 0.4 s, and a step's worth of waiting more at most.
+    const auto a = arrivals(s, r, 4, 0.010);
+    CHECK(*std::max_element(a.begin(), a.end()) > 0.4);
+    CHECK(*std::max_element(a.begin(), a.end()) < 0.4 + 0.15 + 2.0 * static_cast<double>(step) / 1e9);
+  }
+}
+
 TEST_CASE("a message's ACKs take their share of the reverse link", "[unit][sim]") {
   // Two pipelines of 2 stages, one each way: replica 0's stage 0 in a and stage 1 in b,
   // replica 1's the other way round. Both stage-0 GPUs send S at the same instant, S / B =
