@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
                     "TCP connection sends within its congestion window at Linux's pacing rate into the link's FIFO "
                     "queue, with slow start, HyStart, CUBIC's window and drop-tail loss; the link sends its queue in "
                     "order; its work grows with simulated time x links: 7B across three DCs at 16,368 GPUs takes about "
-                    "0.63 s per iteration under fair, 0.94 s under atlas; see --paced-piece, --paced-stream), shared "
+                    "0.7 s per iteration under fair, 0.9 s under atlas; see --paced-piece, --paced-stream), shared "
                     "(max-min flows "
                     "with the others; faster) "
                     "or fifo (each leaves at once and the link serves them whole in arrival order, with "
@@ -137,8 +137,9 @@ int main(int argc, char** argv) {
                     "Simulator, --bursts paced, faster: while every message entering a link is past slow start with "
                     "room in its window for all the rest of it, what enters goes in pieces this long (e.g. 8ms) that "
                     "the link sends as they fill, instead of 1 ms pieces; ACKs still come back per millisecond. 7B "
-                    "across three DCs under atlas at 16,368 GPUs: 0.67 s per iteration instead of 0.94 s; results move "
-                    "by up to 2 % (bench/README.md, \"Streamed pieces\"). Default 0: off")
+                    "across three DCs under atlas at 16,368 GPUs: 0.65 s per iteration instead of 0.9 s; results move "
+                    "by up to 1 % at paper scale, 4 % in sub-second runs (bench/README.md, \"Streamed pieces\"). "
+                    "Default 0: off")
         ->type_name("DURATION");
     cmd->add_option("--compute-jitter", f.compute_jitter,
                     "Simulator: each compute op takes its modeled time x (1 + u), u uniform in [-F, F], drawn per op "
