@@ -118,10 +118,8 @@ int main(int argc, char** argv) {
                     "queue, with slow start, HyStart, CUBIC's window and drop-tail loss; the link sends its queue in "
                     "order; its work grows with simulated time x links: 7B across three DCs at 16,368 GPUs takes about "
                     "0.7 s per iteration under fair, 0.9 s under atlas; see --paced-piece, --paced-stream), shared "
-                    "(max-min flows "
-                    "with the others; faster) "
-                    "or fifo (each leaves at once and the link serves them whole in arrival order, with "
-                    "the lab's queue limit: what overflows is sent again after an RTO)")
+                    "(max-min flows with the others; faster) or fifo (each leaves at once and the link serves them "
+                    "whole in arrival order, with the lab's queue limit: what overflows is sent again after an RTO)")
         ->check(CLI::IsMember({"paced", "shared", "fifo"}));
     cmd->add_flag("--no-acks", f.no_acks,
                   "Simulator: ACKs take no capacity (default: each WAN flow's ACKs, one 66-byte frame per two "

@@ -208,12 +208,8 @@ void FlowNetwork::drop_stale_top(Bundle& b) {
 void FlowNetwork::schedule(std::uint32_t bi, Nanos now) {
   auto& b = bundles_[bi];
   drop_stale_top(b);
-  if (b.heap.empty()) {
-    b.weight = 0;  // no rounding residue left behind
-    drop_finish(bi);
-    return;
-  }
-  if (!(b.rate > 0)) {
+  if (b.heap.empty()) b.weight = 0;  // no rounding residue left behind
+  if (b.heap.empty() || !(b.rate > 0)) {
     drop_finish(bi);
     return;
   }

@@ -207,7 +207,7 @@ class Simulation {
     std::vector<std::pair<std::uint32_t, double>> parts;  // message, wire bytes
     std::vector<std::uint32_t> last;  // messages whose last bytes it holds
     bool open = false;                // streamed: still filling while the link sends it
-    Nanos opened = 0;                 // when it began to fill (the cut before)
+    Nanos opened = 0;                 // when its first bytes began to enter
     Nanos served_at = -1;             // when the link got to it (-1: not yet)
     Nanos caught_at = -1;             // streamed: when the link caught up with it, from when it
                                       // sends at stream_pace (-1: not yet, or never)
@@ -1240,8 +1240,7 @@ class Simulation {
     if (L.armed <= now) L.armed = -1;
     // A sender whose window was full goes on from when its ACKs came, at its pace; with
     // one waiting, the next cut is planned again with the new paces.
-    const bool waiting = std::any_of(L.entering.begin(), L.entering.end(),
-                                     [&](std::uint32_t id) { return !(paced_room(messages_[id]) > 0); });
+    const bool waiting = waits_for_acks(L);
     acks_in(link, now);
     if (waiting) paced_schedule(link, now);
     if (!L.streaming) arm_acks(link);
@@ -1305,12 +1304,15 @@ class Simulation {
   // starts or comes back), and a sender with room keeps its pace until the next cut.
   void arm_acks(std::size_t link) {
     auto& L = paced_[link];
-    if (L.acks.empty() || L.armed == L.acks.front().at) return;
-    if (std::none_of(L.entering.begin(), L.entering.end(),
-                     [&](std::uint32_t id) { return !(paced_room(messages_[id]) > 0); }))
-      return;
+    if (L.acks.empty() || L.armed == L.acks.front().at || !waits_for_acks(L)) return;
     L.armed = L.acks.front().at;
     push(L.armed, Ev::paced_ack, static_cast<std::uint32_t>(link));
+  }
+
+  // Whether a sender entering the link has its window full (no room to send).
+  bool waits_for_acks(const PacedLink& L) const {
+    return std::any_of(L.entering.begin(), L.entering.end(),
+                       [&](std::uint32_t id) { return !(paced_room(messages_[id]) > 0); });
   }
 
   // A piece's list of parts, from those given back (a paced run makes one per piece).
