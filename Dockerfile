@@ -1,5 +1,5 @@
 # The wanlab image: `wanlab` (controller, WAN router, benchmarks) and `wanlab-agent` on
-# Debian bookworm. docker-compose.yml runs the default lab from it (README.md, "Docker").
+# Debian bookworm. docker-compose.yml runs the default lab from it (docs/docker.md).
 #
 #   docker build -t wanlab .          (docker-compose up builds it too)
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The paper-scale table of bench/README.md ("Paper scale: fair vs atlas").
+"""The paper-scale table of bench/results/2026-11-26-paper-scale.md ("Paper scale: fair vs atlas").
 
 For each model (7b, 70b) and shipped topology (two-dc, three-dc, five-dc-global), writes a
 scenario with one pipeline stage per DC (TP 8, 1F1B, 16 micro-batches, 4 connections,

@@ -49,7 +49,7 @@ echo
 echo "goodput over a 1500-byte MTU peaks at 95.6% of the wire rate (1448 payload bytes per 1514-byte frame)"
 [[ "$delay_applied" == "true" ]] || echo "this kernel has no netem: delays are not applied, so ping shows the lab's base RTT"
 if [[ $(jq -r .backend <<<"$status") == userspace ]]; then
-  echo "backend userspace: the engine's measured limits are in bench/README.md ('The userspace engine': TCP through"
+  echo "backend userspace: the engine's measured limits are in bench/results/2026-11-21-engine.md (TCP through"
   echo "it at 100 % of kernel HTB's goodput at 1 Gbit/s, 14 Gbit/s over three links on 2 cores); on the longest RTT"
   echo "(usw-euw, 122 ms) a 4 s iperf3 run stays near 2.8-2.9 Gbit/s here with 4 or 16 streams, losing packets at the queue"
 fi

@@ -16,7 +16,7 @@ if [[ -f Testing/Temporary/LastTest.log ]]; then
   grep -h "^SKIPPED:" Testing/Temporary/LastTest.log | sort -u | sed 's/^/skip reason: /' || true
 fi
 echo
-echo "Tiers (README.md, Tests):"
+echo "Tiers (docs/testing.md):"
 echo "  unit   ran (ctest test 'unit')"
 if [[ $(id -u) -eq 0 ]]; then
   echo "  netns  ran as root (ctest test 'netns': namespaces, qdiscs, ping and iperf3 through two-DC labs)"

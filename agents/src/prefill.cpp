@@ -171,9 +171,9 @@ Clock::duration PrefillRunner::layer_time(const PrefillJob& job) const {
 void PrefillRunner::run_layer(const PrefillJob& job) { gpu_->run(job.layer, program::OpKind::forward); }
 
 void PrefillRunner::loop() {
-  // Normal priority: its CPU time is small (0.35 s in a BubbleTea run), and a layer it
-  // starts late is bubble time lost; with a real GPU, training may wait for it to see a
-  // layer end.
+  // Normal priority: its CPU time is small (bench/results/2026-11-26-bubbletea.md), and a
+  // layer it starts late is bubble time lost; with a real GPU, training may wait for it to
+  // see a layer end.
   name_this_thread("prefill-runner");
   std::unique_lock lock(share_.mutex());
   for (;;) {

@@ -47,7 +47,7 @@ using Clock = std::chrono::steady_clock;
 // prompt and KV-cache traffic, SideChannel) run at this nice value, so where
 // the CPUs are contended they yield to training's (stage workers, data plane, control
 // channel): training has priority on the lab's CPUs as on its GPUs. On a 2-core machine a
-// BubbleTea run at nice 0 took CPU time from training (bench/README.md, BubbleTea).
+// BubbleTea run at nice 0 took CPU time from training (bench/results/2026-11-26-bubbletea.md).
 inline constexpr int kPrefillNice = 10;
 
 class GpuShare {

@@ -45,8 +45,8 @@ class Compute {
 
 /// A GPU's time as a stream of queued kernels: an op runs from `ready` for flops /
 /// `effective_flops`, however late the host thread was to ask for it (a wake-up after a
-/// sleep on a busy machine is 0.1-0.3 ms late, 5-10 % of a 2 ms op), so host latency does
-/// not add up op after op. Waits without using the CPU, woken early by an abort.
+/// sleep on a busy machine is late: bench/results/2026-11-26-bubbletea.md), so host latency
+/// does not add up op after op. Waits without using the CPU, woken early by an abort.
 class ModeledCompute final : public Compute {
  public:
   explicit ModeledCompute(double effective_flops, std::mutex& m, std::condition_variable& cv)

@@ -19,8 +19,8 @@ std::string timestamp();
 
 // Above this share of the machine's CPU time taken by the hypervisor during a run (summary
 // `host_cpu.steal_fraction`), `run` and `bench` say that its timings are the host's as much
-// as the lab's: on this project's 2-core VM a quiet host gives under 1 %, and a
-// BubbleTea run under 20 % took 4.9 s an iteration against 3.6-3.8 s (bench/README.md).
+// as the lab's: a quiet host stays well below it, and runs under more steal are slower
+// (bench/results/2026-11-26-bubbletea.md, "Figures that were code comments").
 constexpr double kStealWarning = 0.02;
 
 /// Writes `text` to `file` (replacing it); throws std::runtime_error with the reason.

@@ -1,4 +1,4 @@
-// compose: the docker-compose file of a lab (compose/compose.hpp, README.md "Docker").
+// compose: the docker-compose file of a lab (compose/compose.hpp, docs/docker.md).
 #include <filesystem>
 #include <fmt/format.h>
 

@@ -199,9 +199,9 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   // This thread is the lab's control plane: the API, the runs' messages, the arbiter's
   // windows and grants, prefill dispatch. A cluster's control plane has CPUs of its own; in
   // the lab it shares them with every node's agent, so it goes ahead of them when they
-  // contend. Its own load is small (17 % of a core in a BubbleTea run on 2 cores), and at
-  // nice 0 there its grants and window closes waited for the CPU (bench/README.md,
-  // BubbleTea). The engine thread sets its own (-20).
+  // contend. Its own load is small, and at nice 0 there its grants and window closes waited
+  // for the CPU (bench/results/2026-11-26-bubbletea.md, "Priorities on the shared CPUs").
+  // The engine thread sets its own (-20).
   if (const auto why = set_this_thread_nice(kControlPlaneNice); !why.empty())
     spdlog::warn("lab {}: cannot raise the controller's priority to nice {} ({}); on a busy machine its grants may "
                  "wait for the CPU",

@@ -65,7 +65,7 @@ std::string compose_file(const core::Topology& topo, const ComposeOptions& o) {
   }
   line("#   docker-compose down   removes every container and network of the lab");
   line("#");
-  line("# See README.md (Docker) and controller/compose/include/wanlab/compose/compose.hpp.");
+  line("# See docs/docker.md and controller/compose/include/wanlab/compose/compose.hpp.");
   line("version: \"2.4\"");
   line("");
   line("services:");
@@ -84,8 +84,8 @@ std::string compose_file(const core::Topology& topo, const ComposeOptions& o) {
   line(fmt::format("    container_name: {}", q(lab + "-controller")));
   line("    hostname: controller");
   line(labels);
-  // SYS_NICE: the engine thread runs at nice -20 and the control plane at -10 (README,
-  // Userspace engine); without it they stay at 0 and say so in a warning.
+  // SYS_NICE: the engine thread runs at nice -20 and the control plane at -10 (docs/lab.md,
+  // Backends); without it they stay at 0 and say so in a warning.
   line("    cap_add: [NET_ADMIN, NET_RAW, SYS_NICE]");
   line("    sysctls: {net.ipv6.conf.all.disable_ipv6: \"1\"}");
   line(fmt::format("    environment: {{WANLAB_TOKEN: {}}}", q(token)));

@@ -104,11 +104,10 @@ fs::path find_agent_binary() {
 // How long before its window the next transfer on a link hears its grant (the data plane
 // holds what it sends at its gate until then): none. The arbiter's 5 ms handover lead
 // already lets the next window in while the last one's bytes still go out, which covers the
-// grant's way to the first byte (p50 0.8 ms, p99 8-15 ms, three-dc-7b atlas on this 2-core
-// machine). Granting earlier held packets at the closed gate: their RTT samples rose by
-// the wait, CUBIC's HyStart left slow start on them at congestion windows below what a
-// window carries per connection, and transfers then waited an RTT for ACKs mid-window
-// (atlas-k4 3.16 s per iteration with 15 ms, 2.99 s without; bench/README.md).
+// grant's way to the first byte. Granting earlier held packets at the closed gate: their
+// RTT samples rose by the wait, CUBIC's HyStart left slow start on them at congestion
+// windows below what a window carries per connection, and transfers then waited an RTT for
+// ACKs mid-window (bench/results/2026-11-22-policies.md, "Grants when the window opens").
 constexpr arbiter::Nanos kGrantLookahead = 0;
 
 struct RunManager::Impl : std::enable_shared_from_this<Impl> {

@@ -50,7 +50,7 @@ PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, 
     netlink::ScopedNetns in(ns);
     // Protocol 0: the socket receives nothing until bind() names ETH_P_ALL below. A socket
     // that is already receiving makes every ring setup and the bind wait for an RCU grace
-    // period (synchronize_net, ~15 ms each).
+    // period (synchronize_net; bench/results/2026-11-21-engine.md).
     fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd_ < 0) fail("socket(AF_PACKET)", ifname, errno);
   }
@@ -86,7 +86,7 @@ PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, 
     if (::setsockopt(fd_, SOL_PACKET, PACKET_LOSS, &one, sizeof one) != 0) fail("PACKET_LOSS", ifname, errno);
 
     // 64 KiB blocks: order-4 allocations the kernel finds at once (1 MiB blocks made each
-    // ring take tens of milliseconds to set up).
+    // ring slow to set up: bench/results/2026-11-21-engine.md).
     const std::uint32_t block = 64u << 10;
     auto ring_req = [&](std::uint32_t frames) {
       tpacket_req r{};

@@ -25,16 +25,14 @@ struct Ring {
 struct RingGeometry {
   // MTU-sized frames (and ACKs). The engine drains the rings every loop turn
   // (microseconds), but a burst of 128 window-limited connections' segments and ACKs
-  // overflowed 2048 of them (721 frames in a three-dc-7b-window fair-k4 run); 8192 hold
-  // ~12 MB, 16 MiB per port.
+  // overflowed 2048 of them; 8192 take 16 MiB per port (bench/results/2026-11-26-bubbletea.md,
+  // "The engine's rings").
   Ring small{2048, 8192, 1024};
   // Super-frames (and any frame too large for a small slot): 64 KiB slots, each its own
-  // 64 KiB block. A slot holds one super-frame however few segments it carries (2.1 on
-  // average in a BubbleTea run). 256 overflowed in 4 of 32 two-dc-1b runs (24-64 frames,
-  // at a run's first iteration), 512 in none of 32; but 512 (~1.5 MB of TCP bursts) lost
-  // 526-7,138 super-frames per three-dc-7b-window run, where 32-128 connections open their
-  // windows at once, and 2048 (~6 MB, 128 MiB per port) none under fair-k1 and atlas
-  // (bench/README.md, "The engine's rings").
+  // 64 KiB block. A slot holds one super-frame however few segments it carries. Smaller
+  // rings overflowed under TCP bursts, most where 32-128 connections open their windows at
+  // once; 2048 (128 MiB per port) hold them (bench/results/2026-11-26-bubbletea.md, "The
+  // engine's rings").
   Ring big{65536, 2048, 128};
 };
 
