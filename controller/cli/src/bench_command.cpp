@@ -221,7 +221,11 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
     fmt::print("interrupted: no plots (wanlab bench --plots-only {} draws them)\n", out.string());
     return result;
   }
-  if (!done.empty() && !make_bench_plots(out)) rc = 1;
+  // A plot that cannot be drawn is a warning: the variants ran and their results are written.
+  if (!done.empty() && !make_bench_plots(out))
+    fmt::print(stderr, "warning: plots not drawn (above); the variants' results stand (wanlab bench --plots-only {} "
+                       "draws them again)\n",
+               out.string());
   return result;
 }
 
@@ -241,7 +245,7 @@ int cmd_bench(const BenchArgs& a) {
           fmt::format("--repeat {}: the simulator is deterministic, so repeated runs give the same figures; --repeat "
                       "is for the lab (--mode lab or both)",
                       a.repeat));
-    policies = bench::parse_policies(a.policies.value_or("fair,atlas"));
+    policies = bench::parse_known_policies(a.policies.value_or("fair,atlas"));
     scenario = workload::load_scenario(a.scenario);
     topo = core::load_topology(scenario.topology_path);
     connections =

@@ -65,8 +65,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("scenario", bench.scenario, "Scenario file (JSON, see bench/scenarios/README.md)");
   bench_cmd->add_option("--policies", bench.policies,
                         "Comma-separated bandwidth policies, each run with every --connections value (default: "
-                        "fair,atlas); the controller refuses policies it does not know, and those variants are "
-                        "reported as not run");
+                        "fair,atlas); an unknown policy is refused before anything runs (exit 2)");
   bench_cmd->add_option("--connections", bench.connections,
                         "Comma-separated TCP connections per WAN peer, 1 to 64 (default: 1 and the scenario's)");
   bench_cmd->add_flag("--no-placement-baseline", bench.no_placement_baseline,
@@ -205,7 +204,7 @@ int main(int argc, char** argv) {
   std::string exec_node;
   std::vector<std::string> exec_argv;
   auto* exec_cmd = app.add_subcommand("exec", "Run a command inside a node's network namespace");
-  exec_cmd->add_option("--lab", exec_lab, "Lab name (default: the lab that has NODE)");
+  exec_cmd->add_option("--lab", exec_lab, "Lab name (default: the one lab that has NODE; refused when several do)");
   exec_cmd->add_option("node", exec_node, "Node name, e.g. use-0")->required();
   exec_cmd->add_option("cmd", exec_argv, "Command and arguments (after --)")->required();
   exec_cmd->positionals_at_end();
