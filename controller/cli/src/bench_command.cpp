@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_plots.hpp"
+#include "wanlab/common/version.hpp"
 #include "bench_report.hpp"
 #include "commands.hpp"
 #include "run_support.hpp"
@@ -204,7 +205,7 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
       {"created_at", timestamp()}, {"baseline", baseline},
       {"policies", policies},      {"connections", connections},
       {"repeat", rounds},          {"variants", done},
-      {"skipped", skipped}};
+      {"skipped", skipped},        {"wanlab", build_info()}};
   const auto md = bench::markdown(result);
   try {
     write_text_file(out / "bench.json", result.dump(2) + "\n");

@@ -7,6 +7,7 @@
 #include "replay_commands.hpp"
 #include "run_command.hpp"
 #include "simulate_command.hpp"
+#include "wanlab/common/version.hpp"
 
 int main(int argc, char** argv) {
   using namespace wanlab::cli;
@@ -16,7 +17,7 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-  app.set_version_flag("--version", "wanlab 0.1.0");
+  app.set_version_flag("--version", wanlab::version_line());
 
   UpArgs up;
   auto* up_cmd = app.add_subcommand("up", "Bring a lab up from a topology file; returns when it is ready, leaving a "

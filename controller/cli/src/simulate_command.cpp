@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "bench_plots.hpp"
+#include "wanlab/common/version.hpp"
 #include "run_support.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/replay/trace.hpp"
@@ -264,6 +265,7 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
   for (auto& d : done) d["ratios"] = bench::ratios(d.at("summary"), base ? *base : json::object());
   json result = {{"scenario", scenario.name},
                  {"scenario_file", scenario_file},
+                 {"wanlab", build_info()},
                  {"lab", topo.name},
                  {"topology", scenario.topology_path.string()},
                  {"backend", "simulate"},
