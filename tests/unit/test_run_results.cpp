@@ -3,6 +3,7 @@
 // consecutive samples of one link), and the run folder. Reports come from the virtual
 // executor running the plan, as the agents would send them.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <unistd.h>
 #include <algorithm>
