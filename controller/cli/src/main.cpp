@@ -1,5 +1,6 @@
 // wanlab: builds, shapes, inspects and tears down multi-DC labs.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 #include "bench_command.hpp"
@@ -7,6 +8,7 @@
 #include "replay_commands.hpp"
 #include "run_command.hpp"
 #include "simulate_command.hpp"
+#include "suggest.hpp"
 #include "wanlab/common/version.hpp"
 
 int main(int argc, char** argv) {
@@ -265,6 +267,23 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A mistyped subcommand gets CLI11's "A subcommand is required": name the word and the
+    // nearest subcommand instead.
+    for (int i = 1; i < argc; ++i) {
+      const std::string word = argv[i];
+      if (word == "--log-level") {
+        ++i;
+        continue;
+      }
+      if (word.starts_with("-")) continue;
+      std::vector<std::string> names;
+      for (const auto* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+      if (std::find(names.begin(), names.end(), word) != names.end()) break;
+      const auto guess = nearest(word, names);
+      fmt::print(stderr, "wanlab: '{}' is not a wanlab command{}; `wanlab --help` lists them\n", word,
+                 guess ? fmt::format(" (did you mean '{}'?)", *guess) : "");
+      return 2;
+    }
     return app.exit(e) == 0 ? 0 : 2;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
