@@ -228,6 +228,18 @@ int main(int argc, char** argv) {
   set_cmd->add_option("--rate", ls.rate, "Rate, e.g. 100Mbit or 4.35Gbit");
   set_cmd->add_option("--queue", ls.queue, "Queue limit, packets (1000p) or bytes (4MB)");
 
+  CaptureArgs cap;
+  auto* capture_cmd = app.add_subcommand(
+      "capture", "Write the frames a WAN link delivers into a pcap file (Wireshark, tcpdump -r): those that reach "
+                 "DST's gateway from the WAN router with a source address in SRC's subnet, after the link's queue, "
+                 "rate, delay, jitter and loss, timestamped on arrival; either backend");
+  capture_cmd->add_option("src", cap.src, "Source DC")->required();
+  capture_cmd->add_option("dst", cap.dst, "Destination DC")->required();
+  capture_cmd->add_option("-w,--write", cap.file, "pcap file to write")->required()->type_name("FILE");
+  capture_cmd->add_option("--lab", cap.lab, "Lab name (default: the only lab up)");
+  capture_cmd->add_option("--count", cap.count, "Stop after N frames")->type_name("N");
+  capture_cmd->add_option("--duration", cap.duration, "Stop after this long, e.g. 10s (default: at Ctrl-C)");
+
   std::string ns_topology, ns_node, ns_backend = "auto";
   std::vector<std::string> ns_argv;
   auto* node_setup_cmd = app.add_subcommand(
@@ -326,6 +338,7 @@ int main(int argc, char** argv) {
       return cmd_exec(exec_lab, exec_node, exec_argv);
     }
     if (*set_cmd) return cmd_link_set(ls);
+    if (*capture_cmd) return cmd_capture(cap);
     if (*node_setup_cmd) {
       if (!ns_argv.empty() && ns_argv.front() == "--") ns_argv.erase(ns_argv.begin());
       return cmd_node_setup(ns_topology, ns_node, ns_backend, ns_argv);
