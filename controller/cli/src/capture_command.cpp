@@ -10,8 +10,8 @@
 // (SO_TIMESTAMPNS). Frames are kept whole up to 256 KiB (GSO super-frames from the
 // userspace engine are one record each, as tcpdump on a host shows them).
 #include <arpa/inet.h>
+#include <linux/if_ether.h>
 #include <linux/if_packet.h>
-#include <net/ethernet.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -52,6 +53,26 @@ class Fd {
  private:
   int fd_;
 };
+
+// The kernel's receive time from recvmsg's control data (SCM_TIMESTAMPNS), walked by hand:
+// the CMSG_* macros cast C-style.
+std::optional<std::chrono::nanoseconds> receive_time(const char* control, std::size_t length) {
+  constexpr auto align = [](std::size_t n) { return (n + sizeof(std::size_t) - 1) & ~(sizeof(std::size_t) - 1); };
+  std::size_t off = 0;
+  while (off + sizeof(cmsghdr) <= length) {
+    cmsghdr h{};
+    std::memcpy(&h, control + off, sizeof h);
+    if (h.cmsg_len < sizeof(cmsghdr)) break;
+    const std::size_t data = off + align(sizeof(cmsghdr));
+    if (h.cmsg_level == SOL_SOCKET && h.cmsg_type == SCM_TIMESTAMPNS && data + sizeof(timespec) <= length) {
+      timespec ts{};
+      std::memcpy(&ts, control + data, sizeof ts);
+      return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+    }
+    off += align(h.cmsg_len);
+  }
+  return std::nullopt;
+}
 
 [[noreturn]] void fail(const std::string& what, const std::string& object) {
   throw std::runtime_error(fmt::format("{} {}: {}", what, object, std::strerror(errno)));
@@ -132,7 +153,7 @@ int cmd_capture(const CaptureArgs& a) {
                  : std::string("Ctrl-C stops");
 
   std::vector<std::uint8_t> buf(kSnapLen);
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
+  alignas(cmsghdr) char control[128];
   std::uint64_t frames = 0, bytes = 0, truncated = 0;
   const auto deadline = duration ? std::optional(std::chrono::steady_clock::now() + *duration) : std::nullopt;
   while (!g_stop && (!a.count || frames < *a.count)) {
@@ -162,13 +183,9 @@ int cmd_capture(const CaptureArgs& a) {
     if (from.sll_pkttype == PACKET_OUTGOING) continue;  // this DC's own traffic toward the WAN
     const auto kept = std::min<std::size_t>(static_cast<std::size_t>(n), buf.size());
     if (!ipv4_from({buf.data(), kept}, subnet)) continue;
-    std::chrono::nanoseconds at = std::chrono::system_clock::now().time_since_epoch();
-    for (auto* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-        timespec ts{};
-        std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
-        at = std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
-      }
+    const auto at = receive_time(control, msg.msg_controllen)
+                        .value_or(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()));
     if (static_cast<std::size_t>(n) > kept) ++truncated;
     out.write(at, {buf.data(), kept}, static_cast<std::uint32_t>(n));
     ++frames;

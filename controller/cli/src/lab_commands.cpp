@@ -312,8 +312,10 @@ int cmd_up(const UpArgs& a) {
       state = lab::read_state(name);
       if (state && state->controller_pid > 0) break;
       state.reset();
-      lock = lab::LabLock::try_acquire(name);
-      if (lock) break;  // the other `up` failed and let go: build it here
+      if (auto got = lab::LabLock::try_acquire(name)) {  // the other `up` failed and let go: build it here
+        lock.emplace(std::move(*got));
+        break;
+      }
       std::this_thread::sleep_for(100ms);
     }
     if (!lock) {

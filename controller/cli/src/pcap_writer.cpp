@@ -1,5 +1,6 @@
 #include "pcap_writer.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>

@@ -445,9 +445,9 @@ std::vector<std::string> topology_differences(const Topology& running, const Top
     if (!running.dc_index(dc.name)) out.push_back(fmt::format("DC {}: not in the running lab", dc.name));
   if (out.empty() && !same_dcs(running, other)) out.push_back("DCs: in another order");
   if (running.lan.rate != other.lan.rate)
-    out.push_back(fmt::format("LAN: rate {}", vs(to_string(running.lan.rate), to_string(other.lan.rate))));
+    out.push_back(fmt::format("LAN: rate {}", vs(wanlab::to_string(running.lan.rate), wanlab::to_string(other.lan.rate))));
   if (running.lan.delay != other.lan.delay)
-    out.push_back(fmt::format("LAN: delay {}", vs(to_string(running.lan.delay), to_string(other.lan.delay))));
+    out.push_back(fmt::format("LAN: delay {}", vs(wanlab::to_string(running.lan.delay), wanlab::to_string(other.lan.delay))));
   if (running.lan.mtu != other.lan.mtu)
     out.push_back(fmt::format("LAN: MTU {}", vs(std::to_string(running.lan.mtu), std::to_string(other.lan.mtu))));
   // Links by DC names (the DCs' order may differ).
@@ -472,12 +472,12 @@ std::vector<std::string> topology_differences(const Topology& running, const Top
     field("trace", l.trace ? l.trace->string() : "none", o->trace ? o->trace->string() : "none");
     // A replaying link's parameters move with its trace: only which trace it replays counts.
     if (l.trace || o->trace) continue;
-    field("rate", to_string(a.rate), to_string(b.rate));
-    field("delay", to_string(a.delay), to_string(b.delay));
-    field("jitter", to_string(a.jitter), to_string(b.jitter));
-    field("loss", to_string(a.loss), to_string(b.loss));
-    field("loss burst", a.loss_burst ? to_string(*a.loss_burst) : "off", b.loss_burst ? to_string(*b.loss_burst) : "off");
-    field("queue", a.queue ? to_string(*a.queue) : "auto", b.queue ? to_string(*b.queue) : "auto");
+    field("rate", wanlab::to_string(a.rate), wanlab::to_string(b.rate));
+    field("delay", wanlab::to_string(a.delay), wanlab::to_string(b.delay));
+    field("jitter", wanlab::to_string(a.jitter), wanlab::to_string(b.jitter));
+    field("loss", wanlab::to_string(a.loss), wanlab::to_string(b.loss));
+    field("loss burst", a.loss_burst ? wanlab::to_string(*a.loss_burst) : "off", b.loss_burst ? wanlab::to_string(*b.loss_burst) : "off");
+    field("queue", a.queue ? wanlab::to_string(*a.queue) : "auto", b.queue ? wanlab::to_string(*b.queue) : "auto");
   }
   for (const auto& l : other.links)
     if (!find(running, other.dcs[l.src].name, other.dcs[l.dst].name))
