@@ -143,14 +143,17 @@ int cmd_capture(const CaptureArgs& a) {
 
   std::signal(SIGINT, [](int) { g_stop = 1; });
   std::signal(SIGTERM, [](int) { g_stop = 1; });
+  std::string until = "Ctrl-C stops";
+  if (a.count && duration)
+    until = fmt::format("until {} frames or {}", *a.count, *a.duration);
+  else if (a.count)
+    until = fmt::format("until {} frames", *a.count);
+  else if (duration)
+    until = fmt::format("for {}", *a.duration);
   fmt::print(stderr,
              "capturing link {}->{} of lab {}: frames from {} as they reach DC {} ({}:{}) into {}; {}\n", a.src,
              a.dst, lab_name, subnet.to_string(), a.dst, ns_name, ifname, a.file,
-             a.count || duration
-                 ? fmt::format("until {}", a.count && duration ? fmt::format("{} frames or {}", *a.count, *a.duration)
-                                           : a.count         ? fmt::format("{} frames", *a.count)
-                                                             : *a.duration)
-                 : std::string("Ctrl-C stops");
+             until);
 
   std::vector<std::uint8_t> buf(kSnapLen);
   alignas(cmsghdr) char control[128];
