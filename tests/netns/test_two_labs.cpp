@@ -80,10 +80,11 @@ double ping_ms(const std::string& lab, int count) {
 }
 
 nlohmann::json status(const std::string& lab) {
-  const auto r = run(test::wanlab() + " status " + lab + " --json 2>/dev/null");
+  const auto r = run(test::wanlab() + " status " + lab + " --json");
   INFO(r.out);
   REQUIRE(r.code == 0);
-  return nlohmann::json::parse(r.out);
+  REQUIRE(r.out.find('{') != std::string::npos);
+  return nlohmann::json::parse(r.out.substr(r.out.find('{')));
 }
 
 const nlohmann::json& link(const nlohmann::json& s, const std::string& src, const std::string& dst) {
