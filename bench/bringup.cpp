@@ -134,9 +134,8 @@ RunResult one_run(const core::Topology& topo, const api::UpOptions& options, int
 
 // ---- profile: time per operation type --------------------------------------------------
 
-constexpr std::array<const char*, std::variant_size_v<lab::Op>> kOpNames = {
-    "CreateNetns", "SetSysctl", "CreateVeth",  "CreateBridge", "SetMaster", "SetUp",    "SetAlias",
-    "AddAddress",  "AddRoute",  "AddHtbQdisc", "AddHtbClass",  "AddNetem",  "AddPfifo", "AddSrcFilter"};
+// One name per lab::Op type (lab/plan.hpp sizes the table from the variant).
+constexpr const auto& kOpNames = lab::kOpTypeNames;
 
 class TimingKernel final : public lab::Kernel {
  public:

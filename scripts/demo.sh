@@ -35,10 +35,10 @@ jq -r '.links[] | "\(.src) \(.dst) \(.delay) \(.rate)"' <<<"$status" | while rea
   [[ "$src" < "$dst" ]] || continue  # one line per DC pair: forward data, reverse acks
   back_delay=$(jq -r --arg s "$dst" --arg d "$src" '.links[] | select(.src==$s and .dst==$d) | .delay' <<<"$status")
   rtt_cfg=$(awk -v a="$d" -v b="$back_delay" 'function ms(x){ if (x ~ /us$/) return x/1000; if (x ~ /ms$/) return x+0; if (x ~ /s$/) return x*1000; return x } BEGIN { printf "%.2fms", ms(a)+ms(b) }')
-  rtt=$("$wanlab" exec "${first_node[$src]}" -- ping -q -c 10 -i 0.1 -W 2 "${addr[$dst]}" | awk -F'/' '/^rtt/ { printf "%.2fms", $5 }')
-  "$wanlab" exec "${first_node[$dst]}" -- iperf3 -s -1 -D -p 5201 >/dev/null
+  rtt=$("$wanlab" exec --lab "$lab" "${first_node[$src]}" -- ping -q -c 10 -i 0.1 -W 2 "${addr[$dst]}" | awk -F'/' '/^rtt/ { printf "%.2fms", $5 }')
+  "$wanlab" exec --lab "$lab" "${first_node[$dst]}" -- iperf3 -s -1 -D -p 5201 >/dev/null
   sleep 0.3
-  goodput=$("$wanlab" exec "${first_node[$src]}" -- iperf3 -c "${addr[$dst]}" -p 5201 -t 4 -O 1 -P 4 -J |
+  goodput=$("$wanlab" exec --lab "$lab" "${first_node[$src]}" -- iperf3 -c "${addr[$dst]}" -p 5201 -t 4 -O 1 -P 4 -J |
     jq -r '.end.sum_received.bits_per_second')
   rate_bps=$(jq -r --arg s "$src" --arg d "$dst" '.links[] | select(.src==$s and .dst==$d) | .rate' <<<"$status" |
     awk '{ v=$1+0; if ($1 ~ /Tbit/) v*=1e12; else if ($1 ~ /Gbit/) v*=1e9; else if ($1 ~ /Mbit/) v*=1e6; else if ($1 ~ /kbit/) v*=1e3; print v }')

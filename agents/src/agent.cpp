@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "prefill.hpp"
+#include "wanlab/common/version.hpp"
 #include "wanlab/gpu/gpu_compute.hpp"
 
 namespace wanlab::agent {
@@ -114,7 +115,7 @@ nlohmann::json Agent::hello() const {
                       {"type", "hello"},
                       {"node", options_.node},
                       {"pid", static_cast<int>(::getpid())},
-                      {"agent_version", "0.1.0"},
+                      {"agent_version", std::string(version())},
                       {"gpus", options_.gpus}};
   if (!options_.gpu_reason.empty()) h["gpu_reason"] = options_.gpu_reason;
   return h;

@@ -48,6 +48,14 @@ std::string refusal(const workload::Scenario& s, const core::Topology& topo) {
 
 }  // namespace
 
+TEST_CASE("bench and simulate refuse an unknown policy before running anything", "[unit][bench]") {
+  // `bench --policies fair,atlass` ran fair for minutes before the controller refused 'atlass'.
+  CHECK(parse_known_policies("fair,atlas") == std::vector<std::string>{"fair", "atlas"});
+  CHECK_THROWS_WITH(parse_known_policies("fair,atlass"), Contains("unknown policy \"atlass\"") && Contains("atlas"));
+  CHECK_THROWS_WITH(parse_known_policies("x1,fair,x2"), Contains("unknown policies \"x1\", \"x2\""));
+  CHECK_THROWS_WITH(parse_known_policies("Fair"), Contains("policy \"Fair\""));
+}
+
 TEST_CASE("bench: policy and connections lists", "[unit][bench]") {
   CHECK(parse_policies("fair,atlas") == std::vector<std::string>{"fair", "atlas"});
   CHECK(parse_policies(" fair , atlas,fair,,priority ") == std::vector<std::string>{"fair", "atlas", "priority"});

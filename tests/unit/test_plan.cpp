@@ -208,3 +208,13 @@ TEST_CASE("apply runs operations in order and names the failed step", "[unit][pl
   }
   CHECK(failing.done.size() == 5);
 }
+
+TEST_CASE("every operation type has its name (bench/bringup --profile prints them)", "[unit][plan]") {
+  // The profile's table had fewer names than lab::Op has types (no DelRoute), so it formatted a
+  // null name; the table is now sized from the variant and checked at compile time.
+  STATIC_REQUIRE(lab::kOpTypeNames.size() == std::variant_size_v<lab::Op>);
+  CHECK(std::string(lab::op_type_name(lab::Op{lab::DelRoute{}})) == "DelRoute");
+  CHECK(std::string(lab::op_type_name(lab::Op{lab::SetMac{}})) == "SetMac");
+  CHECK(std::string(lab::op_type_name(lab::Op{lab::CreateNetns{}})) == "CreateNetns");
+  for (const char* name : lab::kOpTypeNames) CHECK(name != nullptr);
+}

@@ -3,14 +3,18 @@
 // consecutive samples of one link), and the run folder. Reports come from the virtual
 // executor running the plan, as the agents would send them.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "test_workload_fixtures.hpp"
+#include "wanlab/common/version.hpp"
 #include "wanlab/run/results.hpp"
 #include "wanlab/workload/execute.hpp"
 #include "wanlab/workload/metrics.hpp"
@@ -404,4 +408,19 @@ TEST_CASE("results: the userspace engine's CPU and release lateness over a run, 
   // No engine (the kernel backend's counters lack these): no block.
   CHECK(engine_json({}, {}, 3.0).is_null());
   CHECK(engine_json({{"rx_frames", 1}}, {{"rx_frames", 2}}, 3.0).is_null());
+}
+
+TEST_CASE("results: the summary names the wanlab version, commit and kernel that made it", "[unit][run][results]") {
+  const auto plan = make_plan();
+  const auto s = make_summary(plan, topo(), reports_of(plan), {}, meta());
+  REQUIRE(s.contains("wanlab"));
+  CHECK(s["wanlab"]["version"] == std::string(wanlab::version()));
+  CHECK(s["wanlab"]["version"].get<std::string>().find('.') != std::string::npos);  // CMake's project VERSION
+  // From git at build time: 12 hex digits (maybe "-dirty"), or "unknown" outside a checkout.
+  const auto commit = s["wanlab"]["commit"].get<std::string>();
+  CHECK((commit == "unknown" || (commit.size() >= 12 && std::all_of(commit.begin(), commit.begin() + 12, [](char c) {
+           return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+         }))));
+  CHECK_FALSE(s["wanlab"]["kernel"].get<std::string>().empty());
+  CHECK(wanlab::version_line() == fmt::format("wanlab {} (commit {})", wanlab::version(), commit));
 }

@@ -856,3 +856,42 @@ TEST_CASE("load_topology: validation problems carry the path as given; traces re
     CHECK(e.diagnostics()[0].to_string() == bad.string() + ": /wan/0/rate: 'fast': does not start with a number");
   }
 }
+
+TEST_CASE("topology_differences names every DC, link and field that differs", "[unit][topology]") {
+  // `up` of another topology under a running lab's name said "already up ... nothing done"
+  // (exit 0), and `run` said nothing when the lab's links differed from the scenario's.
+  const auto two_dc = [](const std::string& rtt, const std::string& rate, int euw_nodes) {
+    return parse_topology(nlohmann::json{{"name", "t"},
+                               {"dcs", {{{"name", "use"}, {"nodes", 1}}, {{"name", "euw"}, {"nodes", euw_nodes}}}},
+                               {"wan", {{{"between", {"use", "euw"}}, {"rtt", rtt}, {"rate", rate}}}}},
+                          "t.json", {});
+  };
+  const auto a = two_dc("20ms", "50Mbit", 1);
+  CHECK(topology_differences(a, a).empty());
+  CHECK(topology_differences(a, parse_topology(to_json(a), "canonical", {})).empty());
+
+  const auto delays = topology_differences(a, two_dc("40ms", "50Mbit", 1));
+  REQUIRE(delays.size() == 2);
+  CHECK(delays[0] == "link use->euw: delay 10ms (running) vs 20ms");
+  CHECK(delays[1] == "link euw->use: delay 10ms (running) vs 20ms");
+
+  const auto rates = topology_differences(a, two_dc("20ms", "1Gbit", 1));
+  REQUIRE(rates.size() == 2);
+  CHECK(rates[0] == "link use->euw: rate 50Mbit (running) vs 1Gbit");
+
+  const auto nodes = topology_differences(a, two_dc("20ms", "50Mbit", 2));
+  REQUIRE(nodes.size() == 1);
+  CHECK(nodes[0] == "DC euw: 1 nodes (running) vs 2");
+
+  const auto three = parse_topology(
+      nlohmann::json{{"name", "t"},
+           {"dcs", {{{"name", "use"}}, {{"name", "euw"}}, {{"name", "apne"}}}},
+           {"wan", {{{"between", {"use", "euw"}}, {"rtt", "20ms"}, {"rate", "50Mbit"}},
+                    {{"between", {"use", "apne"}}, {"rtt", "20ms"}, {"rate", "50Mbit"}}}}},
+      "t3.json", {});
+  const auto more = topology_differences(a, three);
+  CHECK(std::find(more.begin(), more.end(), "DC apne: not in the running lab") != more.end());
+  CHECK(std::find(more.begin(), more.end(), "link use->apne: not in the running lab") != more.end());
+  const auto fewer = topology_differences(three, a);
+  CHECK(std::find(fewer.begin(), fewer.end(), "DC apne: only in the running lab") != fewer.end());
+}

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <string>
 
+#include "wanlab/core/diagnostics.hpp"
 #include "wanlab/replay/generator.hpp"
 
 using namespace wanlab;
@@ -66,6 +67,20 @@ TEST_CASE("region pairs come from the measurements, in either order", "[unit][tr
 
   CHECK_THROWS_WITH(load_pair(kData, "aws:us-east-1", "aws:mars-1"),
                     Contains("unknown region 'aws:mars-1'") && Contains("aws:eu-west-1"));
+  // Bare region names: each gets its provider-qualified name suggested, and the regions are
+  // listed once (they were listed once per unknown region).
+  try {
+    (void)load_pair(kData, "us-east-1", "eu-west-1");
+    FAIL("expected a ConfigError");
+  } catch (const core::ConfigError& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Contains("unknown region 'us-east-1' (did you mean 'aws:us-east-1'?)"));
+    CHECK_THAT(what, Contains("unknown region 'eu-west-1' (did you mean 'aws:eu-west-1'?)"));
+    const auto first = what.find("aws:ap-");
+    REQUIRE(first != std::string::npos);
+    CHECK(what.find("aws:ap-", what.find("regions in this file")) == first);
+    CHECK(what.find("regions in this file") == what.rfind("regions in this file"));
+  }
   CHECK_THROWS_WITH(
       load_pair(kData, "aws:us-east-1", "azure:westus2"),
       Contains("line 10, column 3 (rtt_ms_median): the pair aws:us-east-1 / azure:westus2 has no usable RTT"));

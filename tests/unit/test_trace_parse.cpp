@@ -126,6 +126,9 @@ TEST_CASE("trace errors name the line, the column and the reason", "[unit][trace
     CHECK_THAT(problem("# only comments\n"), Contains("no header line"));
     CHECK_THAT(problem("time,rate\n"), Contains("no steps"));
     CHECK_THAT(problem("0s,10Mbit\n"), Contains("line 1: missing header line"));
+    // A Mahimahi link trace (one delivery time in ms per line) given without --format mahimahi.
+    CHECK_THAT(problem("0\n12\n12\n25\n"), Contains("line 1: not a CSV trace: it looks like a Mahimahi link trace") &&
+                                                  Contains("--format mahimahi"));
     CHECK_THAT(problem("when,rate\n0s,1Mbit\n"),
                Contains("line 1, column 1 (when): the first column must be \"time\""));
     CHECK_THAT(problem("time\n0s\n"), Contains("line 1: no parameter columns"));

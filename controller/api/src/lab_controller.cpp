@@ -197,8 +197,15 @@ nlohmann::json LabController::set_link(const std::string& src, const std::string
                                  to_string(p.delay)),
                      "jitter");
     if (torn_down_) throw ApiError(409, "torn_down", fmt::format("lab {} is being torn down", topo_.name));
+    const auto* reverse = topo_.find_link(link->dst, link->src);
+    const auto reverse_before = reverse ? lab::queue_limit_packets(topo_, *reverse) : 0;
     change_link_locked(*link, p);
     out = link_json(topo_, *link);
+    // The reverse link's automatic queue limit is sized to the round trip, which this change may move.
+    if (reverse && lab::queue_limit_packets(topo_, *reverse) != reverse_before)
+      out["note"] = fmt::format("the automatic queue limit of the reverse link {}->{} changed too: {}p -> {}p (it is "
+                                "sized to the round trip; set its --queue to keep it fixed)",
+                                dst, src, reverse_before, lab::queue_limit_packets(topo_, *reverse));
   }
   // Written by the daemon's next flush (persist_if_dirty), not here: rewriting the state
   // file costs more than the netlink change itself.
@@ -208,13 +215,15 @@ nlohmann::json LabController::set_link(const std::string& src, const std::string
   if (auto it = replays_.find(k); it != replays_.end()) {
     const auto progress = it->second.thread->progress();
     const auto& path = it->second.trace_path;
+    std::string replay_note;
     if (progress.next && progress.state == replay::ReplayState::running)
-      out["note"] = fmt::format(
+      replay_note = fmt::format(
           "link {}->{} is replaying {}: this change applies now; the replay's next step (in {:.0f} ms) sets {} again",
           src, dst, path, std::max(0.0, ms(progress.start + progress.next->at - it->second.thread->now())),
           fields_of(it->second.thread->trace().steps[progress.next->step]));
     else
-      out["note"] = fmt::format("link {}->{} has replayed {} to its end; this change stays", src, dst, path);
+      replay_note = fmt::format("link {}->{} has replayed {} to its end; this change stays", src, dst, path);
+    out["note"] = out.contains("note") ? replay_note + "; " + out["note"].get<std::string>() : replay_note;
   }
   return out;
 }

@@ -46,6 +46,10 @@ nlohmann::json training_slowdown(const nlohmann::json& with_load, const nlohmann
 /// (first kept). Throws std::invalid_argument for a name that could not name a folder
 /// ([a-z0-9][a-z0-9_-]*, at most 32 characters) or an empty list.
 std::vector<std::string> parse_policies(const std::string& text);
+/// parse_policies, then every name checked against the arbiter's policies (bench and
+/// simulate refuse an unknown one before anything runs). Throws std::invalid_argument
+/// naming every unknown policy and the known ones.
+std::vector<std::string> parse_known_policies(const std::string& text);
 
 /// "1,4" -> {1, 4}: sorted, duplicates dropped. Throws std::invalid_argument for anything
 /// but integers in 1..64, or an empty list.

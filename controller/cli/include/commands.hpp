@@ -45,6 +45,15 @@ struct LinkSetArgs {
 };
 int cmd_link_set(const LinkSetArgs& a);
 
+struct CaptureArgs {
+  std::optional<std::string> lab;
+  std::string src, dst, file;
+  std::optional<std::uint64_t> count;
+  std::optional<std::string> duration;
+};
+/// Writes the frames the WAN link SRC->DST delivers into a pcap file (capture_command.cpp).
+int cmd_capture(const CaptureArgs& a);
+
 /// One clear line and false when the process lacks CAP_NET_ADMIN or CAP_SYS_ADMIN (for
 /// namespaces), or, for router-only labs (`namespaces` false), CAP_NET_ADMIN or CAP_NET_RAW.
 bool check_privileges(const char* what, bool namespaces = true);

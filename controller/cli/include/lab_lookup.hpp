@@ -17,7 +17,8 @@ struct FoundLab {
 
 /// The lab named, or the only lab up. Throws std::runtime_error with a clear message.
 FoundLab find_lab(const std::optional<std::string>& name);
-/// The lab that has `node` (among `name` if given). Throws with the known nodes listed.
+/// The lab that has `node` (among `name` if given). Throws with the known nodes listed, or,
+/// without `name`, when several labs have that node (naming them).
 FoundLab find_lab_with_node(const std::optional<std::string>& name, const std::string& node);
 /// The topology recorded in a lab's state.
 core::Topology topology_of(const lab::LabState& state);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_plots.hpp"
+#include "wanlab/common/version.hpp"
 #include "bench_report.hpp"
 #include "commands.hpp"
 #include "run_support.hpp"
@@ -204,7 +205,7 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
       {"created_at", timestamp()}, {"baseline", baseline},
       {"policies", policies},      {"connections", connections},
       {"repeat", rounds},          {"variants", done},
-      {"skipped", skipped}};
+      {"skipped", skipped},        {"wanlab", build_info()}};
   const auto md = bench::markdown(result);
   try {
     write_text_file(out / "bench.json", result.dump(2) + "\n");
@@ -221,7 +222,11 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
     fmt::print("interrupted: no plots (wanlab bench --plots-only {} draws them)\n", out.string());
     return result;
   }
-  if (!done.empty() && !make_bench_plots(out)) rc = 1;
+  // A plot that cannot be drawn is a warning: the variants ran and their results are written.
+  if (!done.empty() && !make_bench_plots(out))
+    fmt::print(stderr, "warning: plots not drawn (above); the variants' results stand (wanlab bench --plots-only {} "
+                       "draws them again)\n",
+               out.string());
   return result;
 }
 
@@ -241,7 +246,7 @@ int cmd_bench(const BenchArgs& a) {
           fmt::format("--repeat {}: the simulator is deterministic, so repeated runs give the same figures; --repeat "
                       "is for the lab (--mode lab or both)",
                       a.repeat));
-    policies = bench::parse_policies(a.policies.value_or("fair,atlas"));
+    policies = bench::parse_known_policies(a.policies.value_or("fair,atlas"));
     scenario = workload::load_scenario(a.scenario);
     topo = core::load_topology(scenario.topology_path);
     connections =

@@ -10,6 +10,8 @@
 #include <boost/math/distributions/students_t.hpp>
 #include <fmt/format.h>
 
+#include "wanlab/arbiter/arbiter.hpp"
+
 namespace wanlab::cli::bench {
 namespace {
 
@@ -67,6 +69,23 @@ std::vector<std::string> parse_policies(const std::string& text) {
     if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
   }
   if (out.empty()) throw std::invalid_argument("no policy given");
+  return out;
+}
+
+std::vector<std::string> parse_known_policies(const std::string& text) {
+  auto out = parse_policies(text);
+  std::vector<std::string> unknown;
+  for (const auto& p : out) {
+    try {
+      (void)arbiter::make_policy(p);
+    } catch (const std::invalid_argument&) {
+      unknown.push_back(fmt::format("\"{}\"", p));
+    }
+  }
+  if (!unknown.empty())
+    throw std::invalid_argument(fmt::format("--policies: unknown polic{} {} (known: {})",
+                                            unknown.size() == 1 ? "y" : "ies", fmt::join(unknown, ", "),
+                                            fmt::join(arbiter::policy_names(), ", ")));
   return out;
 }
 

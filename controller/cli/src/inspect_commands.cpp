@@ -1,5 +1,6 @@
 // status, exec and link set: commands on a running lab.
 #include <fcntl.h>
+#include <cerrno>
 #include <sched.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -28,7 +29,30 @@ std::string human_bytes(std::uint64_t b) {
 
 // The status of one lab: from its controller when it runs, else from its state and the
 // kernel directly.
+// Whether this process may not open `path` (EACCES: not root, and the file or its folder
+// is root's).
+bool denied(const std::filesystem::path& path, int mode) {
+  return ::access(path.c_str(), mode) != 0 && errno == EACCES;
+}
+
+std::string needs_root(const std::string& name) {
+  return fmt::format("the status of lab {} needs root: its controller's socket and state are root's (sudo wanlab "
+                     "status {})",
+                     name, name);
+}
+
 nlohmann::json lab_status_json(const std::string& name) {
+  const bool root = ::geteuid() == 0;
+  if (lab::controller_alive(name) && !root && denied(lab::socket_path(name), R_OK | W_OK)) {
+    // Not root: the configuration from the lab's state.json, as the controller last wrote it;
+    // live counters need the controller's socket.
+    if (denied(lab::lab_dir(name) / "state.json", R_OK)) throw std::runtime_error(needs_root(name));
+    auto found = find_lab(name);
+    auto s = api::lab_status(found.topology, found.state, nullptr, true);
+    s["note"] = fmt::format("read from {} (not root: no live counters; sudo wanlab status {} asks the controller)",
+                            (lab::lab_dir(name) / "state.json").string(), name);
+    return s;
+  }
   if (lab::controller_alive(name)) {
     auto r = api::call(lab::socket_path(name), "GET", "/v1/status", {}, 10s);
     if (r.status == 200) return r.body;
@@ -36,7 +60,9 @@ nlohmann::json lab_status_json(const std::string& name) {
   }
   auto found = find_lab(name);
   std::unique_ptr<shaping::LinkShaper> shaper;
-  if (!found.state.router_ports.empty()) {
+  if (!root) {
+    // Reading the kernel's counters in the lab's namespaces needs root: the state only.
+  } else if (!found.state.router_ports.empty()) {
     if (found.state.backend == "kernel")
       shaper = std::make_unique<shaping::KernelShaper>(netlink::Socket::open(), found.state.netem,
                                                        found.state.router_ports);
@@ -128,6 +154,7 @@ void print_status(const nlohmann::json& s) {
                packets, drops, queued);
   }
   print_replays(s);
+  if (s.contains("note")) fmt::print("\n  {}\n", s["note"].get<std::string>());
 }
 
 }  // namespace
@@ -141,6 +168,10 @@ int cmd_status(const std::optional<std::string>& lab_arg, bool json) {
   nlohmann::json all = nlohmann::json::array();
   for (const auto& name : labs) {
     if (!lab::read_state(name)) {
+      if (::geteuid() != 0 && denied(lab::lab_dir(name) / "state.json", R_OK)) {
+        fmt::print(stderr, "wanlab: {}\n", needs_root(name));
+        return 1;
+      }
       if (lab_arg) {
         fmt::print(stderr, "wanlab: lab {} is not up\n", name);
         return 1;

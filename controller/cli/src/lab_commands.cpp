@@ -231,6 +231,31 @@ void remove_leftovers(const std::string& name) {
   std::filesystem::remove(lab::socket_path(name), ec);
 }
 
+// How long `up` waits for another `up` of the same lab to finish building it.
+constexpr auto kWaitForOtherUp = std::chrono::milliseconds(60s);
+
+// `up` of a lab that is already up: nothing to do if it runs this topology, else refused.
+int already_up(const lab::LabState& state, const core::Topology& wanted) {
+  std::vector<std::string> differences;
+  try {
+    differences = core::topology_differences(topology_of(state), wanted);
+  } catch (const std::exception& e) {
+    differences.push_back(fmt::format("its recorded topology is unreadable: {}", e.what()));
+  }
+  if (differences.empty()) {
+    fmt::print("lab {} is already up (controller pid {}, topology {}); nothing done\n", state.lab,
+               state.controller_pid, state.topology_file);
+    return 0;
+  }
+  fmt::print(stderr,
+             "wanlab: lab {} is already up with a different topology (controller pid {}, brought up from {}; `link "
+             "set` changes count too); nothing done:\n",
+             state.lab, state.controller_pid, state.topology_file);
+  for (const auto& d : differences) fmt::print(stderr, "  {}\n", d);
+  fmt::print(stderr, "take it down first (wanlab down {}), or give this topology another \"name\"\n", state.lab);
+  return 1;
+}
+
 }  // namespace
 
 bool check_privileges(const char* what, bool namespaces) {
@@ -280,10 +305,28 @@ int cmd_up(const UpArgs& a) {
 
   auto lock = lab::LabLock::try_acquire(name);
   if (!lock) {
-    const auto state = lab::read_state(name);
-    fmt::print("lab {} is already up (controller pid {}, topology {}); nothing done\n", name,
-               state ? state->controller_pid : 0, state ? state->topology_file : "?");
-    return 0;
+    // Held by a controller, or by another `up` still building the lab (its state is written
+    // once the lab is up): wait a while for one or the other.
+    std::optional<lab::LabState> state;
+    for (auto waited = 0ms; waited < kWaitForOtherUp; waited += 100ms) {
+      state = lab::read_state(name);
+      if (state && state->controller_pid > 0) break;
+      state.reset();
+      if (auto got = lab::LabLock::try_acquire(name)) {  // the other `up` failed and let go: build it here
+        lock.emplace(std::move(*got));
+        break;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    if (!lock) {
+      if (!state) {
+        fmt::print(stderr, "wanlab: lab {} is being brought up by another `wanlab up` (still not up after {} s); "
+                           "nothing done\n",
+                   name, std::chrono::duration_cast<std::chrono::seconds>(kWaitForOtherUp).count());
+        return 1;
+      }
+      return already_up(*state, topo);
+    }
   }
   remove_leftovers(name);
 

@@ -38,14 +38,35 @@ FoundLab find_lab_with_node(const std::optional<std::string>& name, const std::s
   std::vector<std::string> candidates = name ? std::vector<std::string>{*name} : lab::list_labs();
   if (candidates.empty()) throw std::runtime_error("no lab is up (start one with `wanlab up TOPOLOGY`)");
   std::vector<std::string> known;
+  std::vector<FoundLab> having;
   for (const auto& c : candidates) {
-    auto found = find_lab(c);
-    for (const auto& dc : found.topology.dcs)
+    // Without --lab, a lab whose state is gone or unreadable (taken down meanwhile) is not a candidate.
+    std::optional<FoundLab> found;
+    if (name) {
+      found = find_lab(c);
+    } else {
+      try {
+        found = find_lab(c);
+      } catch (const std::exception&) {
+        continue;
+      }
+    }
+    bool has = false;
+    for (const auto& dc : found->topology.dcs)
       for (int i = 0; i < dc.nodes; ++i) {
         const auto n = core::node_name(dc, i);
-        if (n == node) return found;
+        if (n == node) has = true;
         if (known.size() < 12) known.push_back(n);
       }
+    if (has) having.push_back(std::move(*found));
+  }
+  if (having.size() == 1) return std::move(having.front());
+  if (having.size() > 1) {
+    // Labs have the same node names: which one the command runs in must not depend on
+    // which lab sorts first.
+    std::vector<std::string> labs;
+    for (const auto& f : having) labs.push_back(f.state.lab);
+    throw std::runtime_error(fmt::format("{} is in labs {}: name one with --lab", node, fmt::join(labs, ", ")));
   }
   throw std::runtime_error(fmt::format("no node '{}' in {}; nodes are named <dc>-<index>, e.g. {}", node,
                                        name ? "lab " + *name : "any lab that is up", fmt::join(known, ", ")));

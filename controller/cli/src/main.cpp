@@ -1,5 +1,6 @@
 // wanlab: builds, shapes, inspects and tears down multi-DC labs.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 #include "bench_command.hpp"
@@ -7,6 +8,8 @@
 #include "replay_commands.hpp"
 #include "run_command.hpp"
 #include "simulate_command.hpp"
+#include "suggest.hpp"
+#include "wanlab/common/version.hpp"
 
 int main(int argc, char** argv) {
   using namespace wanlab::cli;
@@ -16,7 +19,7 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-  app.set_version_flag("--version", "wanlab 0.1.0");
+  app.set_version_flag("--version", wanlab::version_line());
 
   UpArgs up;
   auto* up_cmd = app.add_subcommand("up", "Bring a lab up from a topology file; returns when it is ready, leaving a "
@@ -65,8 +68,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("scenario", bench.scenario, "Scenario file (JSON, see bench/scenarios/README.md)");
   bench_cmd->add_option("--policies", bench.policies,
                         "Comma-separated bandwidth policies, each run with every --connections value (default: "
-                        "fair,atlas); the controller refuses policies it does not know, and those variants are "
-                        "reported as not run");
+                        "fair,atlas); an unknown policy is refused before anything runs (exit 2)");
   bench_cmd->add_option("--connections", bench.connections,
                         "Comma-separated TCP connections per WAN peer, 1 to 64 (default: 1 and the scenario's)");
   bench_cmd->add_flag("--no-placement-baseline", bench.no_placement_baseline,
@@ -205,7 +207,7 @@ int main(int argc, char** argv) {
   std::string exec_node;
   std::vector<std::string> exec_argv;
   auto* exec_cmd = app.add_subcommand("exec", "Run a command inside a node's network namespace");
-  exec_cmd->add_option("--lab", exec_lab, "Lab name (default: the lab that has NODE)");
+  exec_cmd->add_option("--lab", exec_lab, "Lab name (default: the one lab that has NODE; refused when several do)");
   exec_cmd->add_option("node", exec_node, "Node name, e.g. use-0")->required();
   exec_cmd->add_option("cmd", exec_argv, "Command and arguments (after --)")->required();
   exec_cmd->positionals_at_end();
@@ -225,6 +227,18 @@ int main(int argc, char** argv) {
                       "the bad state (default 100%), e.g. \"0.5% 25%\"; \"off\" for random loss only");
   set_cmd->add_option("--rate", ls.rate, "Rate, e.g. 100Mbit or 4.35Gbit");
   set_cmd->add_option("--queue", ls.queue, "Queue limit, packets (1000p) or bytes (4MB)");
+
+  CaptureArgs cap;
+  auto* capture_cmd = app.add_subcommand(
+      "capture", "Write the frames a WAN link delivers into a pcap file (Wireshark, tcpdump -r): those that reach "
+                 "DST's gateway from the WAN router with a source address in SRC's subnet, after the link's queue, "
+                 "rate, delay, jitter and loss, timestamped on arrival; either backend");
+  capture_cmd->add_option("src", cap.src, "Source DC")->required();
+  capture_cmd->add_option("dst", cap.dst, "Destination DC")->required();
+  capture_cmd->add_option("-w,--write", cap.file, "pcap file to write")->required()->type_name("FILE");
+  capture_cmd->add_option("--lab", cap.lab, "Lab name (default: the only lab up)");
+  capture_cmd->add_option("--count", cap.count, "Stop after N frames")->type_name("N");
+  capture_cmd->add_option("--duration", cap.duration, "Stop after this long, e.g. 10s (default: at Ctrl-C)");
 
   std::string ns_topology, ns_node, ns_backend = "auto";
   std::vector<std::string> ns_argv;
@@ -265,6 +279,23 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A mistyped subcommand gets CLI11's "A subcommand is required": name the word and the
+    // nearest subcommand instead.
+    for (int i = 1; i < argc; ++i) {
+      const std::string word = argv[i];
+      if (word == "--log-level") {
+        ++i;
+        continue;
+      }
+      if (word.starts_with("-")) continue;
+      std::vector<std::string> names;
+      for (const auto* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+      if (std::find(names.begin(), names.end(), word) != names.end()) break;
+      const auto guess = nearest(word, names);
+      fmt::print(stderr, "wanlab: '{}' is not a wanlab command{}; `wanlab --help` lists them\n", word,
+                 guess ? fmt::format(" (did you mean '{}'?)", *guess) : "");
+      return 2;
+    }
     return app.exit(e) == 0 ? 0 : 2;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -307,6 +338,7 @@ int main(int argc, char** argv) {
       return cmd_exec(exec_lab, exec_node, exec_argv);
     }
     if (*set_cmd) return cmd_link_set(ls);
+    if (*capture_cmd) return cmd_capture(cap);
     if (*node_setup_cmd) {
       if (!ns_argv.empty() && ns_argv.front() == "--") ns_argv.erase(ns_argv.begin());
       return cmd_node_setup(ns_topology, ns_node, ns_backend, ns_argv);

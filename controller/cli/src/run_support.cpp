@@ -72,6 +72,15 @@ int acquire_lab(const workload::Scenario& scenario, const core::Topology& topo, 
                topo.name, state->topology_file, scenario.topology_path.string(), topo.name);
     return 1;
   }
+  // Same DCs, other links (another file of the same name, a `link set`): the run measures
+  // the lab's links, not the scenario's, so say which differ.
+  if (const auto differences = core::topology_differences(running, topo); !differences.empty()) {
+    fmt::print(stderr,
+               "warning: lab {} (brought up from {}) differs from the scenario's topology {}; the run uses the lab's "
+               "links as they are:\n",
+               topo.name, state->topology_file, scenario.topology_path.string());
+    for (const auto& d : differences) fmt::print(stderr, "  {}\n", d);
+  }
   fmt::print("using lab {} (already up)\n", topo.name);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "bench_plots.hpp"
+#include "wanlab/common/version.hpp"
 #include "run_support.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/replay/trace.hpp"
@@ -264,6 +265,7 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
   for (auto& d : done) d["ratios"] = bench::ratios(d.at("summary"), base ? *base : json::object());
   json result = {{"scenario", scenario.name},
                  {"scenario_file", scenario_file},
+                 {"wanlab", build_info()},
                  {"lab", topo.name},
                  {"topology", scenario.topology_path.string()},
                  {"backend", "simulate"},
@@ -279,7 +281,11 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
                  {"skipped", skipped}};
   write_text_file(out / "bench.json", result.dump(2) + "\n");
   write_text_file(out / "bench.md", bench::markdown(result));
-  if (all_full && !done.empty() && !make_bench_plots(out)) rc = 1;
+  // A plot that cannot be drawn is a warning: the variants ran and their results are written.
+  if (all_full && !done.empty() && !make_bench_plots(out))
+    fmt::print(stderr, "warning: plots not drawn (above); the variants' results stand (wanlab bench --plots-only {} "
+                       "draws them again)\n",
+               out.string());
   return result;
 }
 
@@ -293,7 +299,7 @@ int cmd_simulate(const SimulateArgs& a) {
   std::vector<bench::Variant> variants;
   try {
     (void)parse_sim_flags(a.sim);
-    policies = bench::parse_policies(a.policies.value_or("fair,atlas"));
+    policies = bench::parse_known_policies(a.policies.value_or("fair,atlas"));
     scenario = workload::load_scenario(a.scenario);
     topo = core::load_topology(scenario.topology_path);
     connections =
@@ -308,7 +314,6 @@ int cmd_simulate(const SimulateArgs& a) {
       }
     }
     (void)workload::build_plan(scenario, topo);
-    for (const auto& p : policies) (void)arbiter::make_policy(p);
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "wanlab: simulate: {}\n", e.what());
     return 2;

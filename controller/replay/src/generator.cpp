@@ -116,9 +116,21 @@ PairMeasurement find_pair(std::string_view csv, const std::string& file, std::st
     m.line = lineno;
     return m;
   }
-  for (auto r : {a, b})
-    if (!regions.contains(std::string(r)))
-      p.add("", fmt::format("unknown region '{}'; regions in this file: {}", r, fmt::join(regions, ", ")));
+  bool unknown = false;
+  for (auto r : {a, b}) {
+    if (regions.contains(std::string(r))) continue;
+    unknown = true;
+    // Regions are "provider:name"; a bare name is a likely slip.
+    std::vector<std::string> meant;
+    for (const auto& known : regions)
+      if (const auto colon = known.find(':'); colon != std::string::npos && known.substr(colon + 1) == r)
+        meant.push_back(known);
+    p.add("", fmt::format("unknown region '{}'{}", r,
+                          meant.empty() ? std::string{}
+                                        : fmt::format(" (did you mean '{}'?)", fmt::join(meant, "' or '"))));
+  }
+  // The list once, not once per unknown region.
+  if (unknown) p.add("", fmt::format("regions in this file: {}", fmt::join(regions, ", ")));
   if (p.empty()) p.add("", fmt::format("the pair {} / {} was not measured (no row has both)", a, b));
   p.throw_if_any();
   return {};

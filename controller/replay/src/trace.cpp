@@ -117,7 +117,13 @@ class Parser {
     const auto fields = text::split(line, ',');
     const std::string first = text::lower(text::trim(fields[0]));
     if (first != "time") {
-      if (!first.empty() && (std::isdigit(static_cast<unsigned char>(first[0])) != 0))
+      if (fields.size() == 1 && !first.empty() &&
+          std::all_of(first.begin(), first.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }))
+        p_.add(location(lineno),
+               "not a CSV trace: it looks like a Mahimahi link trace (one delivery time in milliseconds per line); "
+               "give --format mahimahi (API: \"format\": \"mahimahi\"), or convert it with `wanlab trace "
+               "import-mahimahi`");
+      else if (!first.empty() && (std::isdigit(static_cast<unsigned char>(first[0])) != 0))
         p_.add(location(lineno),
                fmt::format("missing header line: the first line must name the columns, e.g. \"{}\"", kHeaderExample));
       else

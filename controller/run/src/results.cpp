@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "wanlab/common/version.hpp"
 #include "wanlab/workload/metrics.hpp"
 
 namespace wanlab::run {
@@ -147,6 +148,7 @@ nlohmann::json make_summary(const workload::Plan& plan, const core::Topology& to
   s["compute"] = workload::to_string(plan.scenario.compute);
   s["started_at"] = meta.started_at;
   s["run_time_s"] = run_s;
+  s["wanlab"] = build_info();  // version, commit and kernel: which code and host made these figures
   if (meta.scale != 1)
     s["scale_note"] = fmt::format(
         "bytes and WAN link rates x{}: timing as at full size, but TCP dynamics (windows, slow start) do not scale "

@@ -23,6 +23,7 @@
 
 #include "wanlab/common/channel.hpp"
 #include "wanlab/common/channel_address.hpp"
+#include "wanlab/common/version.hpp"
 #include "wanlab/common/channel_server.hpp"
 #include "wanlab/common/protocol.hpp"
 #include "wanlab/common/text.hpp"
@@ -205,7 +206,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
         [weak, node, wch](const std::string& reason) {
           if (auto self = weak.lock()) self->on_close(node, wch, reason);
         });
-    ch->send(protocol::message("welcome", {{"controller_version", "0.1.0"}}));
+    ch->send(protocol::message("welcome", {{"controller_version", std::string(version())}}));
     spdlog::info("agent of node {} connected (pid {})", node, hello.value("pid", 0));
     if (active) send_all(active->coordinator->agent_joined(node, hello, Clock::now()));
   }

@@ -71,6 +71,11 @@ struct Topology {
 /// (a scenario planned on one runs unchanged on the other; links may differ).
 bool same_dcs(const Topology& a, const Topology& b);
 
+/// What differs between a running lab's topology (`running`) and another (`other`), one line
+/// each, e.g. "DC euw: 2 nodes (running) vs 1", "link use->euw: delay 61ms (running) vs 40ms",
+/// "link use->apne: only in the running lab". Empty when they build the same lab.
+std::vector<std::string> topology_differences(const Topology& running, const Topology& other);
+
 /// GPU kinds the lab knows ("A100", "H100", "H200").
 const std::vector<std::string>& known_gpu_kinds();
 

@@ -41,6 +41,16 @@ using Op = std::variant<CreateNetns, SetSysctl, CreateVeth, CreateBridge, SetMas
                         AddRoute, AddHtbQdisc, AddHtbClass, AddNetem, AddPfifo, AddSrcFilter, DisableOffloads,
                         SetForwarding, SetMac, DelRoute>;
 
+/// The name of each operation type, by its index in Op. Sized by its initializer, so a
+/// type added to Op without a name here fails the build (static_assert below).
+inline constexpr std::array kOpTypeNames{"CreateNetns",  "SetSysctl",       "CreateVeth",    "CreateBridge",
+                                         "SetMaster",    "SetUp",           "SetAlias",      "AddAddress",
+                                         "AddRoute",     "AddHtbQdisc",     "AddHtbClass",   "AddNetem",
+                                         "AddPfifo",     "AddSrcFilter",    "DisableOffloads", "SetForwarding",
+                                         "SetMac",       "DelRoute"};
+static_assert(kOpTypeNames.size() == std::variant_size_v<Op>, "lab::kOpTypeNames needs one name per lab::Op type");
+inline const char* op_type_name(const Op& op) { return kOpTypeNames[op.index()]; }
+
 /// One line per operation, e.g. "veth demo.gw-use:use-0-p <-> demo.use-0:use-0 mtu 1500".
 std::string to_string(const Op& op);
 /// The namespace an operation acts in.
