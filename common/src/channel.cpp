@@ -76,7 +76,8 @@ class ChannelImpl final : public Channel, public std::enable_shared_from_this<Ch
         peer_(std::move(peer)),
         ping_timer_(stream_->executor()),
         deadline_timer_(stream_->executor()),
-        decoder_(options_.max_message_bytes),
+        decoder_(std::min(options_.max_message_bytes,
+                          options_.max_first_message_bytes.value_or(options_.max_message_bytes))),
         read_buf_(16 * 1024) {}
 
   void start(MessageHandler on_message, CloseHandler on_close) override {
@@ -162,6 +163,10 @@ class ChannelImpl final : public Channel, public std::enable_shared_from_this<Ch
         continue;
       }
       if (type == "pong") continue;
+      if (!first_delivered_) {  // the peer's first message: the full limit from now on
+        first_delivered_ = true;
+        decoder_.set_max_message_bytes(options_.max_message_bytes);
+      }
       auto handler = on_message_;  // the handler may replace itself
       try {
         (*handler)(d->message);
@@ -329,6 +334,7 @@ class ChannelImpl final : public Channel, public std::enable_shared_from_this<Ch
   net::steady_timer ping_timer_;
   net::steady_timer deadline_timer_;
   FrameDecoder decoder_;
+  bool first_delivered_ = false;  // a message has gone to on_message (max_first_message_bytes)
   std::vector<char> read_buf_;
   std::shared_ptr<const MessageHandler> on_message_;
   CloseHandler on_close_;

@@ -72,12 +72,29 @@ std::string tcp_text(const Tcp::endpoint& ep) {
   return fmt::format("tcp:{}:{}", ep.address().to_string(), ep.port());
 }
 
+// Connections waiting for their hello on one listening socket, and the refusals beyond
+// the cap not yet logged.
+struct PendingCount {
+  std::atomic<std::size_t> waiting{0};
+  std::atomic<std::uint64_t> refused_unlogged{0};
+  std::atomic<std::int64_t> last_log_ns{0};  // steady clock
+};
+
 // A connection waiting for its hello. Touched only on the channel's strand (the timer runs
 // there too).
 struct Pending {
-  explicit Pending(const net::any_io_executor& ex) : timer(ex) {}
+  Pending(const net::any_io_executor& ex, std::shared_ptr<PendingCount> c) : timer(ex), count(std::move(c)) {}
+  ~Pending() { decide(); }
   net::steady_timer timer;
-  bool decided = false;  // the hello came, or the time ran out
+  std::shared_ptr<PendingCount> count;
+  bool decided = false;  // the hello came, the time ran out, or the connection ended
+  // Returns false when already decided.
+  bool decide() {
+    if (decided) return false;
+    decided = true;
+    --count->waiting;
+    return true;
+  }
 };
 
 void refuse(Channel& channel, std::string_view code, std::string message, std::string field) {
@@ -92,6 +109,7 @@ struct ChannelServer::Impl : std::enable_shared_from_this<ChannelServer::Impl> {
   Impl(net::io_context& io, ChannelServerOptions o, HelloHandler h)
       : ioc(io), options(std::move(o)), on_hello(std::move(h)), unix_acceptor(io), tcp_acceptor(io) {
     options.channel.side = Sender::controller;
+    options.channel.max_first_message_bytes = options.max_hello_bytes;
   }
 
   net::io_context& ioc;
@@ -102,6 +120,8 @@ struct ChannelServer::Impl : std::enable_shared_from_this<ChannelServer::Impl> {
   std::optional<Tcp::endpoint> tcp_bound;
   std::optional<FileId> socket_file;
   std::atomic<std::uint64_t> accepted{0};
+  std::shared_ptr<PendingCount> unix_pending = std::make_shared<PendingCount>();
+  std::shared_ptr<PendingCount> tcp_pending = std::make_shared<PendingCount>();
 
   std::mutex mutex;  // channels and closed: hellos arrive on the channels' strands
   std::vector<std::weak_ptr<Channel>> channels;
@@ -126,8 +146,33 @@ struct ChannelServer::Impl : std::enable_shared_from_this<ChannelServer::Impl> {
     });
   }
 
+  // Counts a connection in as waiting for its hello; false (and a warning, at most one a
+  // second) when max_pending already wait.
+  bool reserve_pending(PendingCount& count, const char* where) {
+    if (++count.waiting <= options.max_pending) return true;
+    --count.waiting;
+    const auto refused = ++count.refused_unlogged;
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    auto last = count.last_log_ns.load();
+    if (now - last >= std::chrono::nanoseconds(std::chrono::seconds(1)).count() &&
+        count.last_log_ns.compare_exchange_strong(last, now)) {
+      count.refused_unlogged -= refused;
+      channel_log().warn("{}: {} connection{} refused: {} connections are already waiting for their \"hello\" "
+                         "(the limit; each waits at most {})",
+                         where, refused, refused == 1 ? "" : "s", options.max_pending,
+                         describe(options.channel.read_timeout));
+    }
+    return false;
+  }
+
   template <class Socket>
   void admit(Socket socket) {
+    auto& count = std::is_same_v<Socket, Tcp::socket> ? tcp_pending : unix_pending;
+    if (!reserve_pending(*count, std::is_same_v<Socket, Tcp::socket> ? "tcp" : "unix")) {
+      boost::system::error_code ec;
+      socket.close(ec);
+      return;
+    }
     const auto n = ++accepted;
     std::string peer;
     bool over_tcp = false;
@@ -144,6 +189,7 @@ struct ChannelServer::Impl : std::enable_shared_from_this<ChannelServer::Impl> {
     {
       std::lock_guard lock(mutex);
       if (closed) {
+        --count->waiting;
         channel->close("server closed");
         return;
       }
@@ -152,27 +198,29 @@ struct ChannelServer::Impl : std::enable_shared_from_this<ChannelServer::Impl> {
     }
     channel_log().debug("{}: accepted", channel->peer());
 
-    auto pending = std::make_shared<Pending>(channel->executor());
+    // From here the reservation is the Pending's, released when it is decided.
+    auto pending = std::make_shared<Pending>(channel->executor(), count);
     const std::weak_ptr<Channel> weak_channel = channel;
     pending->timer.expires_after(options.channel.read_timeout);
     pending->timer.async_wait(
         [pending, weak_channel, limit = options.channel.read_timeout](const boost::system::error_code& ec) {
-          if (ec || pending->decided) return;
-          pending->decided = true;
+          if (ec || !pending->decide()) return;
           if (auto c = weak_channel.lock())
             refuse(*c, code::hello_timeout, fmt::format("no \"hello\" within {}", describe(limit)), "");
         });
     channel->start(
         [weak_self = weak_from_this(), weak_channel, pending, over_tcp](const nlohmann::json& m) {
           auto c = weak_channel.lock();
-          if (!c || pending->decided) return;
-          pending->decided = true;
+          if (!c || !pending->decide()) return;
           pending->timer.cancel();
           auto self = weak_self.lock();
           if (!self) return c->close("server closed");
           self->first_message(c, m, over_tcp);
         },
-        [pending](const std::string&) { pending->timer.cancel(); });
+        [pending](const std::string&) {
+          pending->decide();
+          pending->timer.cancel();
+        });
   }
 
   void first_message(const std::shared_ptr<Channel>& channel, const nlohmann::json& m, bool over_tcp) {

@@ -2,6 +2,10 @@
 // ChannelClient over a Unix socket in a temp dir and over TCP on 127.0.0.1 (no privileges).
 #include <catch2/catch.hpp>
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -383,4 +387,95 @@ TEST_CASE("sockets: the client refuses a bad address or hello at once", "[unit][
   o = client_options("unix:/tmp/x.sock");
   o.hello = message("ready", {{"run", "r"}});
   CHECK_THROWS_WITH(ChannelClient(ioc, o, agent.handlers()), Catch::Contains("not a hello"));
+}
+
+TEST_CASE("sockets: before hello, a connection's memory is bounded and waiting connections are capped",
+          "[unit][protocol][sockets][security]") {
+  net::io_context ioc;
+  auto work = net::make_work_guard(ioc);
+  Controller controller;
+  ChannelServerOptions so;
+  so.tcp = Tcp::endpoint(net::ip::make_address("127.0.0.1"), 0);
+  so.token = "s3cret";
+  so.channel = fast();
+  so.channel.read_timeout = 5s;  // no connection times out during the test
+  so.max_pending = 4;
+  ChannelServer server(ioc, so, controller.handler());
+  REQUIRE(server.tcp_endpoint());
+  std::thread io([&] { ioc.run_for(4s); });
+  struct Stop {
+    net::io_context& ioc;
+    std::thread& io;
+    ~Stop() {
+      ioc.stop();
+      if (io.joinable()) io.join();
+    }
+  } stop{ioc, io};
+
+  net::io_context cio;
+  auto connect = [&] {
+    Tcp::socket s(cio);
+    s.connect(*server.tcp_endpoint());
+    return s;
+  };
+  // Closed by the server: readable, and at its end.
+  auto closed = [](Tcp::socket& s) {
+    pollfd p{s.native_handle(), POLLIN, 0};
+    char c = 0;
+    return ::poll(&p, 1, 0) == 1 && ::recv(s.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  };
+  auto count_closed = [&](std::vector<Tcp::socket>& socks, std::size_t want) {
+    std::size_t n = 0;
+    for (int i = 0; i < 200; ++i) {
+      n = static_cast<std::size_t>(std::count_if(socks.begin(), socks.end(), closed));
+      if (n >= want) break;
+      std::this_thread::sleep_for(10ms);
+    }
+    std::this_thread::sleep_for(100ms);  // and no more than that
+    return static_cast<std::size_t>(std::count_if(socks.begin(), socks.end(), closed));
+  };
+
+  SECTION("a first frame over max_hello_bytes: refused from its length, not buffered") {
+    auto s = connect();
+    const std::uint32_t length = 1 << 20;  // 1 MiB: under kMaxMessageBytes, over a hello's 64 KiB
+    const std::array<unsigned char, 4> header{static_cast<unsigned char>(length >> 24),
+                                              static_cast<unsigned char>(length >> 16),
+                                              static_cast<unsigned char>(length >> 8),
+                                              static_cast<unsigned char>(length)};
+    net::write(s, net::buffer(header));
+    net::write(s, net::buffer(std::string(1000, '{')));
+    const json reply = read_message(s);
+    CHECK(reply["code"] == "too_large");
+    CHECK_THAT(reply["message"].get<std::string>(), Catch::Contains("over the limit of 65536 bytes"));
+    std::vector<Tcp::socket> one;
+    one.push_back(std::move(s));
+    CHECK(count_closed(one, 1) == 1);
+  }
+  SECTION("connections beyond max_pending are closed at once; a hello frees a place") {
+    std::vector<Tcp::socket> socks;
+    for (int i = 0; i < 10; ++i) socks.push_back(connect());
+    CHECK(count_closed(socks, 6) == 6);
+    auto open = std::find_if(socks.begin(), socks.end(), [&](Tcp::socket& s) { return !closed(s); });
+    REQUIRE(open != socks.end());
+    // An admitted agent: the full message size again (100 KiB here).
+    json h = hello();
+    h["token"] = "s3cret";
+    net::write(*open, net::buffer(encode(h)));
+    json reply;
+    do reply = read_message(*open);
+    while (reply["type"] == "ping");
+    CHECK(reply["type"] == "welcome");
+    net::write(*open,
+               net::buffer(encode(message("failed", {{"run", "r"}, {"message", std::string(100 * 1024, 'x')}}))));
+    std::vector<Tcp::socket> more;
+    more.push_back(connect());  // takes the place the hello freed
+    more.push_back(connect());  // over the cap again
+    CHECK(count_closed(more, 1) == 1);
+    CHECK_FALSE(closed(more[0]));
+    ioc.stop();
+    io.join();
+    REQUIRE(controller.hellos.size() == 1);
+    REQUIRE(controller.messages.size() == 1);
+    CHECK(controller.messages[0]["message"].get<std::string>().size() == 100 * 1024);
+  }
 }

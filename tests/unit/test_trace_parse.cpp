@@ -129,8 +129,11 @@ TEST_CASE("trace errors name the line, the column and the reason", "[unit][trace
     // A Mahimahi link trace (one delivery time in ms per line) given without --format mahimahi.
     CHECK_THAT(problem("0\n12\n12\n25\n"), Contains("line 1: not a CSV trace: it looks like a Mahimahi link trace") &&
                                                   Contains("--format mahimahi"));
-    CHECK_THAT(problem("when,rate\n0s,1Mbit\n"),
-               Contains("line 1, column 1 (when): the first column must be \"time\""));
+    // Before its header the file may be no trace at all: its text is not quoted.
+    CHECK_THAT(problem("when,rate\n0s,1Mbit\n"), Contains("line 1, column 1: the first column must be \"time\""));
+    CHECK_THAT(problem("root:$6$salt$hash:19000:0:99999:7:::\n"), !Contains("root"));
+    // Bytes that are not UTF-8 are escaped, so the message can go into JSON and terminals.
+    CHECK_THAT(problem("time,rate\n0s,1M\xff\x1b[2Jbit\n"), Contains("1M\\xff\\x1b[2Jbit"));
     CHECK_THAT(problem("time\n0s\n"), Contains("line 1: no parameter columns"));
   }
   SECTION("header") {

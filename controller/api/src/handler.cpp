@@ -6,12 +6,17 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "wanlab/common/printable.hpp"
+
 namespace wanlab::api {
 namespace {
 
+// The messages escape what they quote from the request (printable()); one that still is not
+// UTF-8 (a controller's message quoting raw bytes) is escaped whole, so that the answer's
+// JSON can always be written.
 Response error(int status, const std::string& code, const std::string& message, const std::string& field = {}) {
-  nlohmann::json e = {{"code", code}, {"message", message}};
-  if (!field.empty()) e["field"] = field;
+  nlohmann::json e = {{"code", code}, {"message", valid_utf8(message) ? message : printable(message)}};
+  if (!field.empty()) e["field"] = valid_utf8(field) ? field : printable(field);
   return {status, {{"error", e}}};
 }
 
@@ -35,7 +40,8 @@ std::optional<T> field(const nlohmann::json& j, const char* name, Parsed<T> (*pa
   if (!j.contains(name)) return std::nullopt;
   const auto& v = j.at(name);
   if (!v.is_string())
-    throw ApiError(400, "bad_request", fmt::format("{}: expected a string with a unit, got {}", name, v.dump()), name);
+    throw ApiError(400, "bad_request", fmt::format("{}: expected a string with a unit, got {}", name, printable(v.dump(), 80)),
+                   name);
   auto p = parse(v.get<std::string>());
   if (!p) throw ApiError(400, "bad_request", fmt::format("{}: {}", name, p.error), name);
   return p.value;
@@ -46,7 +52,8 @@ nlohmann::json parse_body(const std::string& body) {
   try {
     j = nlohmann::json::parse(body);
   } catch (const nlohmann::json::parse_error& e) {
-    throw ApiError(400, "bad_json", fmt::format("body is not JSON: {}", e.what()));
+    // nlohmann quotes the bytes it last read, which need not be UTF-8.
+    throw ApiError(400, "bad_json", fmt::format("body is not JSON: {}", printable(e.what(), 300)));
   }
   if (!j.is_object()) throw ApiError(400, "bad_request", "body must be a JSON object");
   return j;
@@ -54,7 +61,8 @@ nlohmann::json parse_body(const std::string& body) {
 
 std::string string_field(const nlohmann::json& j, const char* name) {
   const auto& v = j.at(name);
-  if (!v.is_string()) throw ApiError(400, "bad_request", fmt::format("{}: expected a string, got {}", name, v.dump()), name);
+  if (!v.is_string())
+    throw ApiError(400, "bad_request", fmt::format("{}: expected a string, got {}", name, printable(v.dump(), 80)), name);
   return v.get<std::string>();
 }
 
@@ -84,8 +92,9 @@ RunRequest parse_run_request(const std::string& body) {
   static const std::vector<std::string> known = {"scenario", "out", "connections", "policy"};
   for (const auto& [k, _] : j.items())
     if (std::find(known.begin(), known.end(), k) == known.end())
-      throw ApiError(400, "bad_request", fmt::format("unknown field '{}'; known: scenario, out, connections, policy", k),
-                     k);
+      throw ApiError(400, "bad_request",
+                     fmt::format("unknown field '{}'; known: scenario, out, connections, policy", printable(k, 80)),
+                     printable(k, 80));
   RunRequest r;
   for (const char* name : {"scenario", "out"}) {
     if (!j.contains(name))
@@ -95,7 +104,7 @@ RunRequest parse_run_request(const std::string& body) {
       throw ApiError(400, "bad_request",
                      fmt::format("{}: '{}' is not an absolute path (the controller does not share your working "
                                  "folder)",
-                                 name, v),
+                                 name, printable(v, 200)),
                      name);
     (std::string_view(name) == "scenario" ? r.scenario : r.out) = v;
   }
@@ -104,7 +113,8 @@ RunRequest parse_run_request(const std::string& body) {
     // Range-checked as 64 bits: get<int>() would wrap 4294967297 to 1 and accept it.
     const std::int64_t n = c.is_number_integer() ? c.get<std::int64_t>() : 0;
     if (!c.is_number_integer() || (c.is_number_unsigned() && c.get<std::uint64_t>() > 64) || n < 1 || n > 64)
-      throw ApiError(400, "bad_request", fmt::format("connections: {}: expected an integer in 1..64", c.dump()),
+      throw ApiError(400, "bad_request",
+                     fmt::format("connections: {}: expected an integer in 1..64", printable(c.dump(), 80)),
                      "connections");
     r.connections = static_cast<int>(n);
   }
@@ -117,7 +127,8 @@ std::pair<std::string, std::string> parse_link_ref(const std::string& text, cons
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size() ||
       text.find(':', colon + 1) != std::string::npos)
     throw ApiError(400, "bad_request",
-                   fmt::format("{}: '{}': name a directed link as SRC:DST, e.g. \"use:euw\"", field, text), field);
+                   fmt::format("{}: '{}': name a directed link as SRC:DST, e.g. \"use:euw\"", field, printable(text, 80)),
+                   field);
   return {text.substr(0, colon), text.substr(colon + 1)};
 }
 
@@ -126,8 +137,9 @@ ReplayRequest parse_replay_request(const std::string& body) {
   static const std::vector<std::string> known = {"link", "trace", "mode", "format", "window"};
   for (const auto& [k, _] : j.items())
     if (std::find(known.begin(), known.end(), k) == known.end())
-      throw ApiError(400, "bad_request", fmt::format("unknown field '{}'; known: link, trace, mode, format, window", k),
-                     k);
+      throw ApiError(400, "bad_request",
+                     fmt::format("unknown field '{}'; known: link, trace, mode, format, window", printable(k, 80)),
+                     printable(k, 80));
   ReplayRequest r;
   if (!j.contains("link")) throw ApiError(400, "bad_request", "link: missing; e.g. \"use:euw\"", "link");
   std::tie(r.src, r.dst) = parse_link_ref(string_field(j, "link"), "link");
@@ -137,7 +149,7 @@ ReplayRequest parse_replay_request(const std::string& body) {
     throw ApiError(400, "bad_request",
                    fmt::format("trace: '{}' is not an absolute path (the controller does not share your working "
                                "folder)",
-                               r.trace),
+                               printable(r.trace, 200)),
                    "trace");
   if (j.contains("mode")) {
     const auto m = replay::parse_end_mode(string_field(j, "mode"));
@@ -147,7 +159,8 @@ ReplayRequest parse_replay_request(const std::string& body) {
   if (j.contains("format")) {
     r.format = string_field(j, "format");
     if (r.format != "csv" && r.format != "mahimahi")
-      throw ApiError(400, "bad_request", fmt::format("format: '{}': use \"csv\" or \"mahimahi\"", r.format), "format");
+      throw ApiError(400, "bad_request", fmt::format("format: '{}': use \"csv\" or \"mahimahi\"", printable(r.format, 80)),
+                     "format");
   }
   r.window = field(j, "window", &parse_duration);
   if (r.window && r.format != "mahimahi")
@@ -163,7 +176,9 @@ LinkChange parse_link_change(const std::string& body) {
   for (const auto& [k, _] : j.items())
     if (std::find(known.begin(), known.end(), k) == known.end())
       throw ApiError(400, "bad_request",
-                     fmt::format("unknown field '{}'; known: delay, jitter, loss, loss_burst, rate, queue", k), k);
+                     fmt::format("unknown field '{}'; known: delay, jitter, loss, loss_burst, rate, queue",
+                                 printable(k, 80)),
+                     printable(k, 80));
   LinkChange c;
   c.delay = field(j, "delay", &parse_duration);
   c.jitter = field(j, "jitter", &parse_duration);
@@ -184,9 +199,15 @@ LinkChange parse_link_change(const std::string& body) {
 
 Response handle(const Request& request, Controller& controller) {
   try {
+    // Names in the path (DCs, run ids) go into answers and logs: refused here unless UTF-8.
+    if (!valid_utf8(request.target))
+      return error(400, "bad_request",
+                   fmt::format("path {}: not valid UTF-8 (no DC or run name has such bytes)", printable(request.target, 200)),
+                   "path");
     const auto parts = split_path(request.target);
     if (parts.empty() || parts[0] != "v1")
-      return error(404, "not_found", fmt::format("unknown path {} (this controller speaks /v1)", request.target));
+      return error(404, "not_found",
+                   fmt::format("unknown path {} (this controller speaks /v1)", printable(request.target, 200)));
     if (parts.size() == 2 && parts[1] == "status") {
       if (request.method != "GET") return error(405, "method_not_allowed", "use GET for /v1/status");
       return {200, controller.status()};
@@ -204,7 +225,7 @@ Response handle(const Request& request, Controller& controller) {
                                                                : std::nullopt)};
       if (parts.size() == 2) return error(405, "method_not_allowed", "use GET, POST or DELETE for /v1/replays");
       if (parts.size() == 4) return error(405, "method_not_allowed", "use DELETE for /v1/replays/{src}/{dst}");
-      return error(404, "not_found", fmt::format("unknown path {}", request.target));
+      return error(404, "not_found", fmt::format("unknown path {}", printable(request.target, 200)));
     }
     if (parts.size() >= 2 && parts[1] == "runs") {
       if (parts.size() == 2 && request.method == "GET") return {200, controller.runs()};
@@ -214,17 +235,19 @@ Response handle(const Request& request, Controller& controller) {
       if (parts.size() == 3 && request.method == "DELETE") return {200, controller.abort_run(parts[2])};
       if (parts.size() == 2) return error(405, "method_not_allowed", "use GET or POST for /v1/runs");
       if (parts.size() == 3) return error(405, "method_not_allowed", "use GET or DELETE for /v1/runs/{id}");
-      return error(404, "not_found", fmt::format("unknown path {}", request.target));
+      return error(404, "not_found", fmt::format("unknown path {}", printable(request.target, 200)));
     }
     if (parts.size() == 2 && parts[1] == "shutdown") {
       if (request.method != "POST") return error(405, "method_not_allowed", "use POST for /v1/shutdown");
       return {200, controller.shutdown()};
     }
-    return error(404, "not_found", fmt::format("unknown path {}", request.target));
+    return error(404, "not_found", fmt::format("unknown path {}", printable(request.target, 200)));
   } catch (const ApiError& e) {
     return error(e.status(), e.code(), e.what(), e.field());
   } catch (const std::exception& e) {
     return error(500, "internal", e.what());
+  } catch (...) {
+    return error(500, "internal", "unknown exception");
   }
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "wanlab/common/printable.hpp"
 #include "wanlab/common/text.hpp"
 #include "wanlab/core/address_plan.hpp"
 #include "wanlab/lab/apply.hpp"
@@ -149,8 +150,11 @@ nlohmann::json LabController::shutdown() {
 LabController::LinkKey LabController::link_key(const std::string& src, const std::string& dst) const {
   const auto s = topo_.dc_index(src);
   const auto d = topo_.dc_index(dst);
-  if (!s) throw ApiError(404, "unknown_dc", fmt::format("no DC named '{}' in lab {}", src, topo_.name), "src");
-  if (!d) throw ApiError(404, "unknown_dc", fmt::format("no DC named '{}' in lab {}", dst, topo_.name), "dst");
+  // The names come from the request's path: quoted escaped (printable.hpp).
+  if (!s)
+    throw ApiError(404, "unknown_dc", fmt::format("no DC named '{}' in lab {}", printable(src, 80), topo_.name), "src");
+  if (!d)
+    throw ApiError(404, "unknown_dc", fmt::format("no DC named '{}' in lab {}", printable(dst, 80), topo_.name), "dst");
   if (!topo_.find_link(*s, *d))
     throw ApiError(404, "unknown_link", fmt::format("lab {} has no WAN link {}->{}", topo_.name, src, dst));
   return {*s, *d};

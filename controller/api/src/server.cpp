@@ -1,10 +1,13 @@
 #include "wanlab/api/server.hpp"
 
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include "wanlab/common/printable.hpp"
 
 namespace wanlab::api {
 namespace net = boost::asio;
@@ -14,6 +17,8 @@ using Proto = net::local::stream_protocol;
 using Stream = beast::basic_stream<Proto>;
 
 namespace {
+
+constexpr std::chrono::milliseconds kAcceptRetry{100};
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -33,20 +38,33 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_read(beast::error_code ec) {
     if (ec == http::error::end_of_stream || ec == beast::error::timeout) return;
     Response r;
-    if (ec == http::error::body_limit) {
-      r = {413, {{"error", {{"code", "too_large"}, {"message", fmt::format("body over {} bytes", kMaxBodyBytes)}}}}};
-    } else if (ec) {
-      r = {400, {{"error", {{"code", "bad_request"}, {"message", ec.message()}}}}};
-    } else {
-      const auto& req = parser_->get();
-      r = handle({std::string(req.method_string()), std::string(req.target()), req.body()}, controller_);
+    std::string body;
+    // Nothing may escape into the daemon's event loop: a request that breaks the handler
+    // gets a 500 and the next one is served as usual.
+    try {
+      if (ec == http::error::body_limit) {
+        r = {413, {{"error", {{"code", "too_large"}, {"message", fmt::format("body over {} bytes", kMaxBodyBytes)}}}}};
+      } else if (ec) {
+        r = {400, {{"error", {{"code", "bad_request"}, {"message", ec.message()}}}}};
+      } else {
+        const auto& req = parser_->get();
+        r = handle({std::string(req.method_string()), std::string(req.target()), req.body()}, controller_);
+      }
+      // The handler escapes what it echoes; should a message still carry bytes that are not
+      // UTF-8, they become U+FFFD rather than an exception.
+      body = r.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    } catch (const std::exception& e) {
+      spdlog::error("API: a request failed in the server: {}", printable(e.what(), 400));
+      r.status = 500;
+      body = R"({"error":{"code":"internal","message":"the request failed in the server; see the controller's log"}})"
+             "\n";
     }
     res_.version(11);
     res_.result(static_cast<http::status>(r.status));
     res_.set(http::field::content_type, "application/json");
     res_.set(http::field::server, "wanlab");
     res_.keep_alive(false);
-    res_.body() = r.body.dump() + "\n";
+    res_.body() = std::move(body);
     res_.prepare_payload();
     stream_.expires_after(timeout_);
     http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code, std::size_t) {
@@ -67,8 +85,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
 struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Impl(net::io_context& ioc, std::filesystem::path p, Controller& c, std::chrono::milliseconds t)
-      : acceptor(ioc), path(std::move(p)), controller(c), timeout(t) {}
+      : acceptor(ioc), retry(ioc), path(std::move(p)), controller(c), timeout(t) {}
   Proto::acceptor acceptor;
+  net::steady_timer retry;  // after a failed accept
   std::filesystem::path path;
   Controller& controller;
   std::chrono::milliseconds timeout;
@@ -76,7 +95,21 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   void accept() {
     acceptor.async_accept([self = shared_from_this()](beast::error_code ec, Proto::socket sock) {
       if (ec == net::error::operation_aborted || !self->acceptor.is_open()) return;
-      if (!ec) std::make_shared<Session>(std::move(sock), self->controller, self->timeout)->start();
+      if (ec) {
+        // Out of descriptors (EMFILE), say: the error repeats until one is freed, so wait a
+        // little rather than spin on the control thread.
+        spdlog::warn("API: accept failed: {}; retrying in {} ms", ec.message(), kAcceptRetry.count());
+        self->retry.expires_after(kAcceptRetry);
+        self->retry.async_wait([self](const beast::error_code& wait_ec) {
+          if (!wait_ec && self->acceptor.is_open()) self->accept();
+        });
+        return;
+      }
+      try {
+        std::make_shared<Session>(std::move(sock), self->controller, self->timeout)->start();
+      } catch (const std::exception& e) {
+        spdlog::error("API: cannot serve a connection: {}", e.what());
+      }
       self->accept();
     });
   }
@@ -100,6 +133,7 @@ void Server::close() {
   if (!impl_ || !impl_->acceptor.is_open()) return;
   beast::error_code ec;
   impl_->acceptor.close(ec);
+  impl_->retry.cancel();
   std::error_code fec;
   std::filesystem::remove(impl_->path, fec);
 }

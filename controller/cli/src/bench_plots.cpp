@@ -24,7 +24,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_report.hpp"
+#include "gnuplot_text.hpp"
 #include "run_support.hpp"
+#include "wanlab/common/printable.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/workload/plan.hpp"
@@ -77,17 +79,9 @@ struct Run {
   std::vector<json> events;                             // its "X" events
 };
 
+// Every string from the bench folder goes into the scripts through here (gnuplot_text.hpp).
 std::string gp_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
+  return gnuplot_string(s);
 }
 
 // A data file with one block (gnuplot `index`) per category that has bars; returns the
@@ -100,8 +94,8 @@ std::string write_bars(const fs::path& file, const Bars& bars, const Category* c
     data += fmt::format("# {}: x0 x1 y0 y1 (s, s, row, row)\n", cats[cat].name);
     for (const auto& b : list) data += fmt::format("{:.6f} {:.6f} {:.3f} {:.3f}\n", b.x0, b.x1, b.y0, b.y1);
     data += "\n\n";
-    clauses += fmt::format(", \\\n     '{}' index {} using 1:3:1:2:3:4 with boxxyerror fc rgb '{}'{} notitle",
-                           file.filename().string(), index++, cats[cat].color, extra_style);
+    clauses += fmt::format(", \\\n     {} index {} using 1:3:1:2:3:4 with boxxyerror fc rgb '{}'{} notitle",
+                           gp_string(file.filename().string()), index++, cats[cat].color, extra_style);
   }
   write_text_file(file, data);
   return clauses;
@@ -317,7 +311,8 @@ std::string timelines_script(const fs::path& plots, const std::vector<Run>& runs
                             timeline_rows(runs.front().plan).shown)));
   for (std::size_t v = 0; v < runs.size(); ++v) {
     const auto& r = runs[v];
-    const auto clauses = write_bars(plots / fmt::format("timeline-{}.dat", r.name), panels[v].bars, kSpanKinds, "");
+    const auto clauses =
+        write_bars(plots / fmt::format("timeline-{}.dat", gnuplot_file_part(r.name)), panels[v].bars, kSpanKinds, "");
     gp += fmt::format(
         "set title {}\nset xrange [{:.6f}:{:.6f}]\nset ytics ({}) font ',9'\nset yrange [{:.1f}:-0.6]\n"
         "plot {}{}\n",
@@ -492,8 +487,9 @@ std::string windows_script(const fs::path& plots, const std::vector<Run>& runs, 
     for (const auto& key : links) {
       const auto it = transfers[v].links.find(key);
       const Bars bars = it == transfers[v].links.end() ? Bars{} : it->second;
-      auto clauses = write_bars(plots / fmt::format("windows-{}-{}-{}.dat", runs[v].name, key.first, key.second),
-                                bars, kTransferKinds, "");
+      const auto data = fmt::format("windows-{}-{}-{}.dat", gnuplot_file_part(runs[v].name),
+                                    gnuplot_file_part(key.first), gnuplot_file_part(key.second));
+      auto clauses = write_bars(plots / data, bars, kTransferKinds, "");
       // A panel with no transfers: gnuplot 5.4 fails an assertion (uses_axis[SECOND_X_AXIS]) on
       // a plot of key entries only, so it gets a curve outside the y range.
       if (clauses.empty()) clauses = ", -10 notitle with lines lc rgb 'white'";
@@ -526,10 +522,10 @@ bool make_bench_plots(const fs::path& bench_dir) {
     try {
       runs.push_back(load_run(bench_dir, v));
     } catch (const core::ConfigError& e) {
-      fmt::print(stderr, "plots: variant {} left out: its plan cannot be rebuilt: {}\n", v.value("name", "?"),
-                 e.what());
+      fmt::print(stderr, "plots: variant {} left out: its plan cannot be rebuilt: {}\n",
+                 printable(v.value("name", "?"), 80), e.what());
     } catch (const std::exception& e) {
-      fmt::print(stderr, "plots: variant {} left out: {}\n", v.value("name", "?"), e.what());
+      fmt::print(stderr, "plots: variant {} left out: {}\n", printable(v.value("name", "?"), 80), e.what());
     }
   }
   if (runs.empty()) {

@@ -5,12 +5,15 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "commands.hpp"
 #include "lab_lookup.hpp"
 #include "wanlab/api/lab_controller.hpp"
 #include "wanlab/api/server.hpp"
+#include "wanlab/common/printable.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/netlink/netlink.hpp"
 #include "wanlab/shaping/kernel_shaper.hpp"
@@ -223,6 +226,18 @@ int cmd_exec(const std::optional<std::string>& lab_arg, const std::string& node,
 }
 
 int cmd_link_set(const LinkSetArgs& a) {
+  // A DC name is [a-z][a-z0-9]* (topology files are checked so); anything else names no DC
+  // and would go raw into the request's path. Named here, escaped.
+  for (const auto& [arg, name] : {std::pair<const char*, const std::string*>{"SRC", &a.src}, {"DST", &a.dst}}) {
+    const bool dc_like = !name->empty() && (*name)[0] >= 'a' && (*name)[0] <= 'z' &&
+                         std::all_of(name->begin(), name->end(),
+                                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); });
+    if (!dc_like) {
+      fmt::print(stderr, "wanlab: link set: {} '{}' is not a DC name (DC names are lowercase letters and digits, "
+                 "[a-z][a-z0-9]*)\n", arg, printable(*name, 80));
+      return 2;
+    }
+  }
   nlohmann::json body = nlohmann::json::object();
   // Checked here too so a bad flag is named as the flag the user typed.
   auto check = [&](const char* flag, const char* key, const std::optional<std::string>& v, auto parse) {

@@ -25,6 +25,8 @@
 #include "wanlab/api/lab_controller.hpp"
 #include "wanlab/run/run_manager.hpp"
 #include "wanlab/api/server.hpp"
+#include "wanlab/common/io_loop.hpp"
+#include "wanlab/common/printable.hpp"
 #include "wanlab/common/thread.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/lab/state.hpp"
@@ -206,7 +208,11 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
     spdlog::warn("lab {}: cannot raise the controller's priority to nice {} ({}); on a busy machine its grants may "
                  "wait for the CPU",
                  name, kControlPlaneNice, why);
-  ioc.run();
+  // A request that breaks its handler is logged, and the lab goes on being served (and is
+  // torn down at the end), rather than the daemon exiting with the lab left behind.
+  run_surviving(ioc, [&](const std::string& what) {
+    spdlog::error("lab {}: a handler failed: {}; still serving", name, printable(what, 400));
+  });
   if (then_pid > 0) {
     ::kill(-then_pid, SIGTERM);
     ::waitpid(then_pid, nullptr, 0);

@@ -12,6 +12,7 @@
 #include "lab_lookup.hpp"
 #include "wanlab/api/handler.hpp"
 #include "wanlab/api/server.hpp"
+#include "wanlab/common/printable.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/lab/state.hpp"
 #include "wanlab/replay/generator.hpp"
@@ -269,6 +270,18 @@ int ReplayCommands::Impl::run_replay() {
     api::parse_link_ref(*link, "--link");
   } catch (const api::ApiError& e) {
     fmt::print(stderr, "wanlab: {}\n", e.what());
+    return 2;
+  }
+  // The request is JSON, whose strings are UTF-8: other bytes are named here, escaped.
+  if (!valid_utf8(*link)) {
+    fmt::print(stderr, "wanlab: --link '{}': not valid UTF-8, so no DC's name\n", printable(*link, 80));
+    return 2;
+  }
+  if (const auto abs = fs::absolute(*trace).lexically_normal().string(); !valid_utf8(abs)) {
+    fmt::print(stderr,
+               "wanlab: the trace's path '{}' is not valid UTF-8, which the controller's API (JSON) cannot carry; "
+               "rename or link the file\n",
+               printable(abs, 200));
     return 2;
   }
   // Checked here too, so problems come back with the file as the user named it.

@@ -14,6 +14,7 @@
 #include "wanlab/workload/baselines.hpp"
 #include "wanlab/workload/plan.hpp"
 #include "wanlab/api/server.hpp"
+#include "wanlab/common/printable.hpp"
 #include "wanlab/lab/state.hpp"
 
 namespace wanlab::cli {
@@ -101,6 +102,14 @@ bool interrupted() {
 RunOutcome run_on_lab(const std::string& lab_name, const RunRequest& request, const workload::Scenario& scenario,
                       bool quiet) {
   RunOutcome o;
+  // The request is JSON, whose strings are UTF-8: a path with other bytes is named, escaped.
+  for (const auto& [what, path] : {std::pair{"the scenario's path", &request.scenario}, {"the results folder", &request.out}})
+    if (!valid_utf8(path->string())) {
+      o.rc = 2;
+      o.error = fmt::format("{} '{}' is not valid UTF-8, which the controller's API (JSON) cannot carry; rename it",
+                            what, printable(path->string(), 200));
+      return o;
+    }
   nlohmann::json body = {{"scenario", request.scenario.string()}, {"out", request.out.string()}};
   if (request.connections) body["connections"] = *request.connections;
   if (request.policy) body["policy"] = *request.policy;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "wanlab/common/printable.hpp"
 #include "wanlab/common/text.hpp"
 
 namespace wanlab::core::fields {
@@ -209,7 +210,10 @@ std::string json_error_reason(const std::string& text, const json::parse_error& 
   } else if (auto bracket = detail.find("] "); bracket != std::string_view::npos) {
     detail.remove_prefix(bracket + 2);
   }
-  return fmt::format("invalid JSON at line {}, column {} (byte {}): {}", line, pos - line_start + 1, e.byte, detail);
+  // The detail ends with the bytes last read ("last read: '...'"), which need not be text:
+  // escaped, and cut short (the file may be one the reader was not meant to see).
+  return fmt::format("invalid JSON at line {}, column {} (byte {}): {}", line, pos - line_start + 1, e.byte,
+                     printable(detail, 160));
 }
 }  // namespace
 

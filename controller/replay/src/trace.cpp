@@ -12,6 +12,7 @@
 #include <set>
 
 #include "text.hpp"
+#include "wanlab/common/printable.hpp"
 
 namespace wanlab::replay {
 namespace {
@@ -126,8 +127,8 @@ class Parser {
       else if (!first.empty() && (std::isdigit(static_cast<unsigned char>(first[0])) != 0))
         p_.add(location(lineno),
                fmt::format("missing header line: the first line must name the columns, e.g. \"{}\"", kHeaderExample));
-      else
-        p_.add(location(lineno, 1, first),
+      else  // not quoted: until its header is read, the file may not be a trace at all
+        p_.add(location(lineno, 1),
                fmt::format("the first column must be \"time\" (header e.g. \"{}\")", kHeaderExample));
       return false;
     }
@@ -309,7 +310,9 @@ void Problems::add(std::string where, std::string reason) {
     ++dropped_;
     return;
   }
-  d_.add(std::move(where), std::move(reason));
+  // What a reason quotes from the file (one token) is escaped: the message may go into a
+  // JSON answer, a log or a terminal.
+  d_.add(printable(where, 200), printable(reason, 400));
 }
 
 void Problems::throw_if_any() {

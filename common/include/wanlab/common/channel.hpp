@@ -42,6 +42,10 @@ namespace wanlab::protocol {
 struct ChannelOptions {
   /// Largest JSON text accepted from the peer or queued for it.
   std::size_t max_message_bytes = kMaxMessageBytes;
+  /// Largest first message accepted from the peer, when set and below max_message_bytes;
+  /// later ones may be up to max_message_bytes. A server whose peers must first say a small
+  /// `hello` sets it, so that a peer not yet admitted cannot make it buffer a large frame.
+  std::optional<std::size_t> max_first_message_bytes;
   /// Send `ping` after this long without sending anything.
   std::chrono::milliseconds idle = std::chrono::seconds(3);
   /// Close after this long without receiving anything (the peer's pings count), and when a

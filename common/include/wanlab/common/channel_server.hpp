@@ -6,6 +6,12 @@
 // - over TCP, carrying "token" equal to the server's token, else error `unauthorized` and
 //   close. Over the Unix socket the token may be left out (reaching the socket already
 //   takes access to the host's filesystem); one that is given must still be right.
+// Before its hello a connection is not trusted, and what it may cost is bounded:
+// - its first message may be at most max_hello_bytes (a larger length prefix: error
+//   `too_large` and close), so it cannot make the server buffer a large frame;
+// - at most max_pending connections per listening socket wait for their hello at once;
+//   one more is closed at once, unread, with a warning in the log (at most one a second,
+//   with the count since the last).
 // An admitted channel is paused and handed to on_hello, which takes it over by calling
 // channel->start(on_message, on_close) (at once or later: messages wait meanwhile) and
 // typically sends `welcome`; or it refuses it with close().
@@ -35,8 +41,13 @@ struct ChannelServerOptions {
   std::optional<boost::asio::ip::tcp::endpoint> tcp;
   /// The bearer token agents present in `hello`.
   std::string token;
-  /// For every accepted channel; `side` is set to the controller.
+  /// For every accepted channel; `side` is set to the controller, and
+  /// max_first_message_bytes to max_hello_bytes.
   ChannelOptions channel;
+  /// The largest `hello` accepted (a real one is a few hundred bytes).
+  std::size_t max_hello_bytes = 64 * 1024;
+  /// Connections waiting for their hello, at most, on each listening socket.
+  std::size_t max_pending = 64;
 };
 
 class ChannelServer {

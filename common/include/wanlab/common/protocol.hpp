@@ -83,6 +83,9 @@ class FrameDecoder {
   /// Bytes held for messages not yet complete.
   std::size_t buffered() const { return buf_.size() - pos_; }
   std::size_t max_message_bytes() const { return max_; }
+  /// Changes the limit for the messages not yet decoded (a channel raises it once its peer
+  /// is admitted).
+  void set_max_message_bytes(std::size_t max) { max_ = max; }
 
  private:
   std::string buf_;
