@@ -140,7 +140,18 @@ int cmd_status(const std::optional<std::string>& lab_arg, bool json) {
   }
   nlohmann::json all = nlohmann::json::array();
   for (const auto& name : labs) {
-    if (!lab::read_state(name)) {
+    const auto state = lab::read_state(name);
+    // A run its dead controller left behind ends here, with an error.txt in its folder.
+    if (state && state->run && !lab::controller_alive(name)) {
+      try {
+        if (const auto file = lab::end_orphaned_run(*state, "`wanlab status`"))
+          fmt::print(stderr, "lab {}: its controller died during run {}; the run is over: {}\n", name, state->run->id,
+                     file->string());
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "wanlab: lab {}: its controller died during run {}: {}\n", name, state->run->id, e.what());
+      }
+    }
+    if (!state) {
       if (lab_arg) {
         fmt::print(stderr, "wanlab: lab {} is not up\n", name);
         return 1;
