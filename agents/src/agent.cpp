@@ -200,7 +200,11 @@ void Agent::on_message(const nlohmann::json& m) {
 
 void Agent::on_disconnected(const std::string& reason) {
   post([this, reason] {
-    if (run_) abort_run(fmt::format("lost the controller: {}", reason));
+    if (!run_) return;
+    abort_run(fmt::format("lost the controller: {}", reason));
+    // The controller fails a run whose agent went away, and a new controller does not take
+    // a run over: an agent started for one run has nothing left to do.
+    if (options_.once && options_.on_finished) options_.on_finished(false);
   });
 }
 

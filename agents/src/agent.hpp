@@ -40,7 +40,7 @@ class Agent {
   /// A message from the controller (any thread); work happens on the agent's own thread.
   void on_message(const nlohmann::json& msg);
   /// The controller connection is gone: a run in progress is aborted (its workers' peers
-  /// are aborted by the controller too).
+  /// are aborted by the controller too), and a once-agent in one is finished (ok false).
   void on_disconnected(const std::string& reason);
 
  private:

@@ -1,6 +1,9 @@
 // wanlab-agent: the process of one emulated GPU server. It connects to the controller,
 // runs the stage workers it is assigned, and reports (docs/protocol.md).
+#include <unistd.h>
+
 #include <csignal>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
@@ -9,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent.hpp"
+#include "wanlab/common/secrets.hpp"
 #include "wanlab/common/channel_client.hpp"
 #include "wanlab/common/protocol.hpp"
 #include "wanlab/gpu/gpu_compute.hpp"
@@ -23,17 +27,34 @@ int main(int argc, char** argv) {
   app.add_option("--controller", address, "Controller address: unix:/run/wanlab/LAB/agents.sock or tcp:HOST:PORT")
       ->required();
   app.add_option("--node", node, "This node's name in the lab, e.g. use-0")->required();
-  app.add_option("--token", token, "Bearer token for a TCP controller (default: $WANLAB_TOKEN)");
+  app.add_option("--token", token,
+                 "Bearer token for a TCP controller (default: $WANLAB_TOKEN). On the command line any local user "
+                 "can read it (ps) until the agent has: prefer $WANLAB_TOKEN or --token-file");
+  std::optional<std::string> token_file;
+  app.add_option("--token-file", token_file, "Read the bearer token from the first line of FILE (keep it mode 600)")
+      ->type_name("FILE");
   app.add_flag("--once", once, "Exit after one run (agents the controller starts itself)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    wanlab::hide_argument_values(argc, argv, {"--token"});
     return app.exit(e) == 0 ? 0 : 2;
   }
+  wanlab::hide_argument_values(argc, argv, {"--token"});
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e [" + node + "] [%l] %v");
+  if (token_file) {
+    std::string warning;
+    try {
+      token = wanlab::read_secret_file(*token_file, warning);
+    } catch (const std::runtime_error& e) {
+      spdlog::error("--token-file {}", e.what());
+      return 2;
+    }
+    if (!warning.empty()) spdlog::warn("--token-file {}", warning);
+  }
 
   wanlab::agent::AgentOptions ao;
   ao.node = node;
@@ -66,6 +87,10 @@ int main(int argc, char** argv) {
   co.address = address;
   co.hello = agent.hello();
   co.token = token;
+  // An agent started for one run (--once) ends with its controller: it stops retrying once
+  // the controller has been unreachable for three read timeouts (27 s). Agents of their own
+  // (containers) wait for a controller as long as they live.
+  if (once) co.give_up_after = 3 * co.channel.read_timeout;
   wanlab::protocol::ChannelClientHandlers h;
   h.on_connected = [&](auto) { spdlog::info("connected to the controller at {}", address); };
   h.on_message = [&](const nlohmann::json& m) {
@@ -77,6 +102,11 @@ int main(int argc, char** argv) {
     spdlog::warn("controller connection: {}; retrying", reason);
     agent.on_disconnected(reason);
   };
+  h.on_gave_up = [&](const std::string& reason) {
+    spdlog::error("{}; this agent was started for one run and exits", reason);
+    exit_code = 3;
+    boost::asio::post(ioc, [&] { ioc.stop(); });
+  };
   try {
     client = std::make_unique<wanlab::protocol::ChannelClient>(ioc, co, h);
   } catch (const std::exception& e) {
@@ -84,9 +114,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  const pid_t parent = ::getppid();
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     if (ec) return;
-    spdlog::info("signal: stopping");
+    if (once && ::getppid() != parent) {
+      spdlog::warn("the controller that started this agent (pid {}) is gone: stopping", parent);
+      exit_code = 3;
+    } else {
+      spdlog::info("signal: stopping");
+    }
     client->stop();
     ioc.stop();
   });

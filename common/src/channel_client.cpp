@@ -55,6 +55,7 @@ struct ChannelClient::Impl : std::enable_shared_from_this<ChannelClient::Impl> {
         handlers(std::move(h)),
         hello(checked_hello(options.hello)),
         backoff(options.initial_backoff),
+        down_since(std::chrono::steady_clock::now()),
         retry_timer(strand),
         connect_timer(strand),
         resolver(strand) {
@@ -72,6 +73,7 @@ struct ChannelClient::Impl : std::enable_shared_from_this<ChannelClient::Impl> {
 
   std::atomic<bool> stopped{false};
   std::chrono::milliseconds backoff;
+  std::chrono::steady_clock::time_point down_since;  // without a connection since then
   net::steady_timer retry_timer;
   net::steady_timer connect_timer;
   Tcp::resolver resolver;
@@ -141,6 +143,7 @@ struct ChannelClient::Impl : std::enable_shared_from_this<ChannelClient::Impl> {
       current = channel;
       h = hello;
     }
+    down_since = std::chrono::steady_clock::time_point::max();
     if (!options.token.empty()) h["token"] = options.token;
     const std::weak_ptr<Channel> weak_channel = channel;
     channel->start(
@@ -168,9 +171,21 @@ struct ChannelClient::Impl : std::enable_shared_from_this<ChannelClient::Impl> {
   }
 
   void failed(const std::string& reason) {
+    const auto now = std::chrono::steady_clock::now();
+    if (down_since > now) down_since = now;  // a connection was lost just now
     channel_log().debug("{}: {}; retrying in {}", address.to_string(), reason, describe(backoff));
     if (handlers.on_disconnected) guarded("disconnected", [&] { handlers.on_disconnected(reason); });
     if (stopped) return;  // the handler may have stopped the client
+    if (options.give_up_after.count() > 0 && now - down_since >= options.give_up_after) {
+      stopped = true;
+      const auto why = fmt::format("no connection to {} for {} ({}): giving up", address.to_string(),
+                                   describe(std::chrono::duration_cast<std::chrono::milliseconds>(now - down_since)),
+                                   reason);
+      channel_log().debug("{}", why);
+      shut_down();
+      if (handlers.on_gave_up) guarded("gave up", [&] { handlers.on_gave_up(why); });
+      return;
+    }
     retry_timer.expires_after(backoff);
     backoff = std::min(backoff * 2, options.max_backoff);
     retry_timer.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {

@@ -61,6 +61,13 @@ void listen(Acceptor& acceptor, const Endpoint& ep, const std::string& what) {
     acceptor.set_option(net::socket_base::reuse_address(true), ec);
     check("setsockopt SO_REUSEADDR");
   }
+  if constexpr (std::is_same_v<Acceptor, Local::acceptor>) {
+    // The socket file is made 0600 (only its owner, the controller's user, may connect),
+    // whatever the umask: Linux gives it the socket's mode at bind.
+    if (::fchmod(acceptor.native_handle(), 0600) != 0)
+      ec = boost::system::error_code(errno, boost::system::system_category());
+    check("fchmod");
+  }
   acceptor.bind(ep, ec);
   check("bind");
   acceptor.listen(net::socket_base::max_listen_connections, ec);

@@ -376,6 +376,47 @@ TEST_CASE("sockets: the client reconnects with backoff until a server is back", 
   CHECK(second.hellos[0]["run"] == "r7");
 }
 
+TEST_CASE("sockets: with give_up_after the client stops once the server has been gone that long",
+          "[unit][protocol][sockets]") {
+  TempDir dir;
+  net::io_context ioc;
+  auto work = net::make_work_guard(ioc);
+  const auto path = dir.path / "agents.sock";
+  ChannelServerOptions so;
+  so.unix_path = path;
+  so.channel = fast();
+  Controller controller;
+  auto server = std::make_unique<ChannelServer>(ioc, so, controller.handler());
+
+  Agent agent;
+  std::vector<std::string> gave_up;
+  auto handlers = agent.handlers();
+  handlers.on_gave_up = [&](const std::string& reason) { gave_up.push_back(reason); };
+  auto options = client_options("unix:" + path.string());
+  options.give_up_after = 300ms;
+  ChannelClient client(ioc, options, handlers);
+  REQUIRE(run_until(ioc, [&] { return agent.got("welcome"); }));
+  // A connection that lasts longer than the bound is no reason to give up.
+  run_until(ioc, [] { return false; }, 400ms);
+  CHECK(gave_up.empty());
+
+  server.reset();  // the controller dies
+  const auto lost = std::chrono::steady_clock::now();
+  REQUIRE(run_until(ioc, [&] { return !gave_up.empty(); }, 3000ms));
+  const auto took = std::chrono::steady_clock::now() - lost;
+  CHECK(took >= 300ms);
+  CHECK(took < 1500ms);
+  CHECK_THAT(gave_up[0], Catch::Contains("no connection to unix:" + path.string()) && Catch::Contains("giving up"));
+  // Stopped: no attempt after that, even with a server back.
+  Controller second;
+  server = std::make_unique<ChannelServer>(ioc, so, second.handler());
+  const auto attempts = agent.disconnects.size();
+  run_until(ioc, [] { return false; }, 300ms);
+  CHECK(agent.disconnects.size() == attempts);
+  CHECK(second.hellos.empty());
+  CHECK(gave_up.size() == 1);
+}
+
 TEST_CASE("sockets: the client refuses a bad address or hello at once", "[unit][protocol][sockets]") {
   net::io_context ioc;
   Agent agent;

@@ -318,6 +318,24 @@ void LabController::persist_if_dirty() {
   if (state_dirty_.exchange(false)) persist_state();
 }
 
+void LabController::record_run(std::optional<lab::RunRecord> run) {
+  {
+    std::lock_guard lock(mutex_);
+    if (run && run->alive_at.empty()) run->alive_at = utc_timestamp();
+    state_.run = std::move(run);
+  }
+  persist_state();
+}
+
+void LabController::note_run_progress(int iterations_done, const std::string& phase) {
+  std::lock_guard lock(mutex_);
+  if (!state_.run) return;
+  state_.run->iterations_done = iterations_done;
+  state_.run->phase = phase;
+  state_.run->alive_at = utc_timestamp();
+  state_dirty_ = true;
+}
+
 void LabController::persist_state() {
   // The snapshot is taken holding the file lock, so the last write carries the latest state.
   std::lock_guard file_lock(state_file_mutex_);

@@ -1,5 +1,10 @@
 #include "wanlab/api/server.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
@@ -122,6 +127,10 @@ Server::Server(net::io_context& ioc, std::filesystem::path socket_path, Controll
   std::filesystem::remove(impl_->path, ec);
   Proto::endpoint ep(impl_->path.string());
   impl_->acceptor.open(ep.protocol());
+  // Only the controller's user may connect (it changes links, starts runs as root, shuts
+  // the lab down), whatever the umask: Linux gives the file the socket's mode at bind.
+  if (::fchmod(impl_->acceptor.native_handle(), 0600) != 0)
+    throw std::runtime_error(fmt::format("{}: fchmod: {}", impl_->path.string(), std::strerror(errno)));
   impl_->acceptor.bind(ep);
   impl_->acceptor.listen();
   impl_->accept();

@@ -170,7 +170,18 @@ int cmd_status(const std::optional<std::string>& lab_arg, bool json) {
   }
   nlohmann::json all = nlohmann::json::array();
   for (const auto& name : labs) {
-    if (!lab::read_state(name)) {
+    const auto state = lab::read_state(name);
+    // A run its dead controller left behind ends here, with an error.txt in its folder.
+    if (state && state->run && !lab::controller_alive(name)) {
+      try {
+        if (const auto file = lab::end_orphaned_run(*state, "`wanlab status`"))
+          fmt::print(stderr, "lab {}: its controller died during run {}; the run is over: {}\n", name, state->run->id,
+                     file->string());
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "wanlab: lab {}: its controller died during run {}: {}\n", name, state->run->id, e.what());
+      }
+    }
+    if (!state) {
       if (::geteuid() != 0 && denied(lab::lab_dir(name) / "state.json", R_OK)) {
         fmt::print(stderr, "wanlab: {}\n", needs_root(name));
         return 1;

@@ -3,6 +3,7 @@
 #include <linux/capability.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -106,6 +107,9 @@ pid_t start_then(const std::string& command_line) {
 int run_controller(const core::Topology& topo, const api::UpOptions& options, int ready_fd,
                    const std::optional<std::string>& then) {
   const auto& name = topo.name;
+  // What the controller creates as root (run folders, agents' logs) is not for others to
+  // write, whatever umask `up` was called with; the lab folder and sockets set their modes.
+  ::umask(022);
   boost::asio::io_context ioc;
   boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
   boost::asio::signal_set child_exits(ioc, SIGCHLD);
@@ -224,8 +228,21 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   return 0;
 }
 
+// A run the dead controller of lab `name` left behind ends with an error.txt in its folder
+// (lab::end_orphaned_run); says so on stdout.
+void notice_orphaned_run(const lab::LabState& state, const std::string& noticed_by) {
+  try {
+    if (const auto file = lab::end_orphaned_run(state, noticed_by))
+      fmt::print("lab {}: its controller died during run {}; the run is over: {}\n", state.lab, state.run->id,
+                 file->string());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wanlab: lab {}: its controller died during run {}: {}\n", state.lab, state.run->id, e.what());
+  }
+}
+
 void remove_leftovers(const std::string& name) {
   const auto state = lab::read_state(name);
+  if (state) notice_orphaned_run(*state, "`wanlab up`");
   const auto planned = state ? state->namespaces : std::vector<std::string>{};
   if (!state && lab::lab_namespaces(name, planned).empty()) return;
   const auto r = lab::teardown(name, planned);
@@ -366,8 +383,13 @@ int cmd_up(const UpArgs& a) {
     ::close(fds[0]);
     ::setsid();
     int devnull = ::open("/dev/null", O_RDWR);
-    std::filesystem::create_directories(lab::lab_dir(name));
-    int logfd = ::open(lab::log_path(name).c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int logfd = -1;
+    try {
+      lab::make_lab_dir(name);
+      logfd = lab::open_lab_file(lab::log_path(name), O_WRONLY | O_APPEND, 0644);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "wanlab: {}\n", e.what());
+    }
     ::dup2(devnull, 0);
     ::dup2(logfd >= 0 ? logfd : devnull, 1);
     ::dup2(logfd >= 0 ? logfd : devnull, 2);
@@ -457,6 +479,7 @@ int cmd_down(const std::optional<std::string>& lab_arg) {
     return 1;
   }
   const auto state = lab::read_state(name);
+  if (state && !controller_answered) notice_orphaned_run(*state, "`wanlab down`");
   const auto r = lab::teardown(name, state ? state->namespaces : std::vector<std::string>{});
   removed += r.removed.size();
   killed += r.killed_processes;

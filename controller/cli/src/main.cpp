@@ -10,6 +10,7 @@
 #include "simulate_command.hpp"
 #include "suggest.hpp"
 #include "wanlab/common/version.hpp"
+#include "wanlab/common/secrets.hpp"
 
 int main(int argc, char** argv) {
   using namespace wanlab::cli;
@@ -33,8 +34,14 @@ int main(int argc, char** argv) {
   up_cmd->add_flag("--foreground", up.foreground, "Run the controller in this process (for containers)");
   up_cmd->add_option("--agents-tcp", up.agents_tcp,
                      "Also accept agents over TCP on HOST:PORT (containers, other hosts); needs --token");
-  up_cmd->add_option("--token", up.token, "Bearer token agents must present over TCP (default: $WANLAB_TOKEN)")
+  up_cmd->add_option("--token", up.token,
+                     "Bearer token agents must present over TCP (default: $WANLAB_TOKEN). On the command line it is "
+                     "visible to every local user (ps) until wanlab has read it: prefer $WANLAB_TOKEN or --token-file")
       ->envname("WANLAB_TOKEN");
+  std::optional<std::string> up_token_file;
+  up_cmd->add_option("--token-file", up_token_file,
+                     "Read the bearer token from the first line of FILE (keep it mode 600); instead of --token")
+      ->type_name("FILE");
   up_cmd->add_flag("--no-spawn-agents", up.no_spawn_agents,
                    "Do not start agents in the nodes' namespaces for runs: wait for agents to connect (containers)");
   up_cmd->add_flag("--router-only", up.router_only,
@@ -279,6 +286,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    wanlab::hide_argument_values(argc, argv, {"--token"});
     // A mistyped subcommand gets CLI11's "A subcommand is required": name the word and the
     // nearest subcommand instead.
     for (int i = 1; i < argc; ++i) {
@@ -298,11 +306,31 @@ int main(int argc, char** argv) {
     }
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // The token leaves argv now (CLI11 has its copy): the controller daemon, forked from this
+  // process without exec, shows this argv in `ps` for as long as the lab is up.
+  const bool token_in_argv = wanlab::hide_argument_values(argc, argv, {"--token"}) > 0;
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e [%l] %v");
 
   try {
     if (*up_cmd) {
+      if (up_token_file) {
+        if (token_in_argv) {
+          fmt::print(stderr, "wanlab: up: give the token once: --token or --token-file\n");
+          return 2;
+        }
+        std::string warning;
+        try {
+          up.token = wanlab::read_secret_file(*up_token_file, warning);
+        } catch (const std::runtime_error& e) {
+          fmt::print(stderr, "wanlab: up: --token-file {}\n", e.what());
+          return 2;
+        }
+        if (!warning.empty()) fmt::print(stderr, "wanlab: warning: --token-file {}\n", warning);
+      } else if (token_in_argv) {
+        fmt::print(stderr, "wanlab: note: --token on the command line could be read by any local user (ps) until "
+                           "wanlab hid it; pass it in $WANLAB_TOKEN or --token-file FILE instead\n");
+      }
       if (up.then && !up.foreground) {
         fmt::print(stderr, "wanlab: up: --then needs --foreground (the command runs beside the controller)\n");
         return 2;

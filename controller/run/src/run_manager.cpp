@@ -1,6 +1,7 @@
 #include "wanlab/run/run_manager.hpp"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sched.h>
 #include <signal.h>
@@ -50,7 +51,7 @@ pid_t spawn_in_netns(const std::string& netns, const fs::path& binary, const std
   const auto ns_path = "/run/netns/" + netns;
   const int nsfd = ::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (nsfd < 0) throw std::runtime_error(fmt::format("open {}: {}", ns_path, std::strerror(errno)));
-  const int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (logfd < 0) {
     ::close(nsfd);
     throw std::runtime_error(fmt::format("open {}: {}", log.string(), std::strerror(errno)));
@@ -60,8 +61,13 @@ pid_t spawn_in_netns(const std::string& netns, const fs::path& binary, const std
   std::vector<char*> argv;
   for (auto& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
+    // The agent ends with this controller: SIGTERM when it dies (the run cannot go on
+    // without it; docs/protocol.md). Forked by the daemon's only io thread, which lives as
+    // long as the daemon.
+    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) ::_exit(125);
     if (::setns(nsfd, CLONE_NEWNET) != 0) ::_exit(126);
     // Not the control plane's priority (lab_commands.cpp): the agents are the workload.
     ::setpriority(PRIO_PROCESS, 0, 0);
@@ -133,6 +139,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     std::optional<HostCpu> cpu_at_start;  // the machine's CPU time then
     BackendCounters engine_at_start;      // the userspace engine's counters then
     std::int64_t engine_at_start_ns = 0;  // steady clock
+    Clock::time_point noted{};            // the last note of progress in the lab's state file
   };
 
   boost::asio::io_context& ioc;
@@ -359,6 +366,12 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     if (!active) return;
     send_all(active->coordinator->tick(Clock::now()));
     if (active && active->sampling && active->coordinator->phase() == Phase::running) sample(*active);
+    // The run's progress and this controller's sign of life, in the lab's state file about
+    // every second: whoever finds this controller dead says when and where the run stopped.
+    if (active && Clock::now() - active->noted >= std::chrono::seconds(1)) {
+      active->noted = Clock::now();
+      lab.note_run_progress(active->coordinator->iterations_done(), to_string(active->coordinator->phase()));
+    }
     // A spawned agent that exits before the end of its run is a failure, with its log.
     for (const auto& [node, pid] : active->agents) {
       int st = 0;
@@ -402,6 +415,11 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
   void finish() {
     auto a = std::move(active);
     auto& co = *a->coordinator;
+    try {
+      lab.record_run(std::nullopt);
+    } catch (const std::exception& e) {
+      spdlog::warn("run {}: the lab's state file still names it: {}", a->id, e.what());
+    }
     nlohmann::json st = status_json(*a);
     if (co.phase() == Phase::done) {
       try {
@@ -542,6 +560,17 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     active = std::move(a);
     auto& act = *active;
     try {
+      // In the lab's state file before any agent exists: if this controller dies during the
+      // run, the next up, down or status of the lab ends it with an error.txt.
+      lab::RunRecord rec;
+      rec.id = act.id;
+      rec.scenario = act.scenario.name;
+      rec.out = fs::absolute(act.out).lexically_normal().string();
+      rec.started_at = act.started_at;
+      rec.iterations = act.scenario.iterations;
+      rec.phase = to_string(act.coordinator->phase());
+      lab.record_run(std::move(rec));
+      act.noted = Clock::now();
       if (co.windows) {
         std::vector<double> rates;
         for (const auto& l : lab.topology().links) rates.push_back(static_cast<double>(l.params.rate.bps) * scenario.scale);

@@ -1,8 +1,9 @@
 #pragma once
 // The agent's end of the control channel: connects to the controller, says `hello`, and
 // whenever the connection fails or ends, tries again with exponential backoff (100 ms
-// doubling to 2 s by default) until stopped, so agents come back after a controller restart.
-// The backoff starts over once the controller sends anything but an error.
+// doubling to 2 s by default) until stopped, or until `give_up_after` has passed without a
+// connection (then on_gave_up runs and the client stops). The backoff starts over once the
+// controller sends anything but an error.
 //
 // Threading: the client runs on its own strand over the io_context; every callback
 // (on_connected, on_message, on_disconnected) runs on it, one at a time. send(), channel()
@@ -32,6 +33,9 @@ struct ChannelClientOptions {
   ChannelOptions channel;
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{2000};
+  /// Stop retrying once this long has passed without a connection (since the last one was
+  /// lost, or since the start): on_gave_up runs and the client stops. 0: retry until stopped.
+  std::chrono::milliseconds give_up_after{0};
 };
 
 struct ChannelClientHandlers {
@@ -43,6 +47,9 @@ struct ChannelClientHandlers {
   /// A connection attempt failed, or an established connection closed; the client retries
   /// after its backoff.
   std::function<void(const std::string& reason)> on_disconnected;
+  /// give_up_after passed without a connection (after the last on_disconnected): the client
+  /// has stopped.
+  std::function<void(const std::string& reason)> on_gave_up;
 };
 
 class ChannelClient {

@@ -72,6 +72,12 @@ class LabController final : public Controller {
   /// Writes the state file if a `link set` changed the lab since the last write (the
   /// daemon calls this periodically, keeping the file off the request path).
   void persist_if_dirty();
+  /// The run in progress (nullopt: none), written to the state file at once, so that a
+  /// command that finds this controller dead can end the run (lab::end_orphaned_run).
+  void record_run(std::optional<lab::RunRecord> run);
+  /// The recorded run's progress and this controller's sign of life (now), written with the
+  /// next persist_if_dirty().
+  void note_run_progress(int iterations_done, const std::string& phase);
   nlohmann::json start_replay(const ReplayRequest& request) override;
   nlohmann::json replays() override;
   nlohmann::json stop_replays(const std::optional<std::pair<std::string, std::string>>& link) override;
