@@ -46,8 +46,10 @@ struct ChannelServerOptions {
   ChannelOptions channel;
   /// The largest `hello` accepted (a real one is a few hundred bytes).
   std::size_t max_hello_bytes = 64 * 1024;
-  /// Connections waiting for their hello, at most, on each listening socket.
-  std::size_t max_pending = 64;
+  /// Connections waiting for their hello, at most, on each listening socket. Well above
+  /// the agents that start at once (a lab's nodes: 96 in bringup-96.json); one refused
+  /// connects again after its backoff.
+  std::size_t max_pending = 256;
 };
 
 class ChannelServer {
