@@ -9,6 +9,10 @@
 #include <system_error>
 #include <vector>
 
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
 namespace wanlab {
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -36,9 +40,18 @@ std::string read_file(const std::filesystem::path& file, std::string& out) {
   };
   std::unique_ptr<std::FILE, Closer> f(std::fopen(file.c_str(), "rb"));
   if (!f) return std::error_code(errno, std::generic_category()).message();
+  // A device or a pipe (/dev/zero, a FIFO) could be read forever: only regular files.
+  struct stat st {};
+  if (::fstat(::fileno(f.get()), &st) != 0) return std::error_code(errno, std::generic_category()).message();
+  if (!S_ISREG(st.st_mode)) return "not a regular file (a device, pipe or socket)";
   char buf[1 << 16];
   std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) out.append(buf, n);
+  const std::size_t start = out.size();
+  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) {
+    if (out.size() - start + n > kMaxReadFile)
+      return fmt::format("larger than {} MiB, more than any topology, scenario or trace needs", kMaxReadFile >> 20);
+    out.append(buf, n);
+  }
   if (std::ferror(f.get())) return std::error_code(errno, std::generic_category()).message();
   return {};
 }
