@@ -205,7 +205,8 @@ int main(int argc, char** argv) {
   std::optional<std::string> exec_lab;
   std::string exec_node;
   std::vector<std::string> exec_argv;
-  auto* exec_cmd = app.add_subcommand("exec", "Run a command inside a node's network namespace");
+  auto* exec_cmd = app.add_subcommand("exec", "Run a command inside a node: its network and UTS namespaces (host name: the "
+                                                 "node's), its /sys, and the lab's hosts file as /etc/hosts");
   exec_cmd->add_option("--lab", exec_lab, "Lab name (default: the lab that has NODE)");
   exec_cmd->add_option("node", exec_node, "Node name, e.g. use-0")->required();
   exec_cmd->add_option("cmd", exec_argv, "Command and arguments (after --)")->required();

@@ -39,7 +39,7 @@ struct SetMac { std::string ns, ifname; std::array<std::uint8_t, 6> mac; };
 struct DelRoute { std::string ns; core::Ipv4Prefix dst; };  // absent already: nothing to do
 // A node's identity: a UTS namespace kept at /run/utsns/<ns> with the node's host name, and
 // the lab's hosts file at /etc/netns/<ns>/hosts, which every command entering the node sees
-// as /etc/hosts (lab/node_entry.hpp, as `ip netns exec` shows /etc/netns/<ns>/*).
+// as /etc/hosts (netlink/node_entry.hpp, as `ip netns exec` shows /etc/netns/<ns>/*).
 struct CreateUtsns { std::string ns, hostname; };
 struct WriteHosts { std::string ns, text; };
 
