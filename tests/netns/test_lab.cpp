@@ -16,6 +16,7 @@
 #include "quiet_host.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/netlink/netlink.hpp"
+#include "wanlab/netlink/node_entry.hpp"
 #include "wanlab/shaping/link_model.hpp"
 
 using namespace wanlab;
@@ -317,6 +318,9 @@ TEST_CASE("SIGKILL of the controller at any moment, then down, leaves nothing", 
     INFO(d.out);
     CHECK(d.code == 0);
     CHECK(namespaces_of(lab).empty());
+    // The nodes' host names and hosts files (/run/utsns, /etc/netns) go with them.
+    for (const auto& n : netlink::Utsns::list()) CHECK_FALSE(n.starts_with(lab::ns_prefix(lab)));
+    for (const auto& n : netlink::netns_etc_list()) CHECK_FALSE(n.starts_with(lab::ns_prefix(lab)));
     CHECK_FALSE(std::filesystem::exists("/run/wanlab/" + lab));
   }
 }

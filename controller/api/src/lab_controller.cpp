@@ -47,7 +47,8 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
   const auto t0 = std::chrono::steady_clock::now();
   const auto backend = resolve_backend(options.backend, options.netem);
   const lab::PlanOptions plan_options{.backend = backend == "kernel" ? lab::Backend::kernel : lab::Backend::userspace,
-                                      .netem = options.netem};
+                                      .netem = options.netem,
+                                      .tcp_congestion = options.tcp_congestion};
   kernel_ = std::make_unique<lab::NetlinkKernel>();
   lab::Plan plan;
   if (options.router_only) {

@@ -16,6 +16,7 @@
 #include "wanlab/common/printable.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/netlink/netlink.hpp"
+#include "wanlab/netlink/node_entry.hpp"
 #include "wanlab/shaping/kernel_shaper.hpp"
 
 namespace wanlab::cli {
@@ -215,19 +216,17 @@ int cmd_exec(const std::optional<std::string>& lab_arg, const std::string& node,
     return 1;
   }
   const auto ns_name = lab::ns_node(found.state.lab, node);
-  auto ns = netlink::Netns::open(ns_name);
-  if (!ns) {
+  if (!netlink::Netns::open(ns_name)) {
     fmt::print(stderr, "wanlab: namespace {} of node {} is missing; the lab is broken: `wanlab down {}`\n", ns_name,
                node, found.state.lab);
     return 1;
   }
-  if (::setns(ns->fd(), CLONE_NEWNET) != 0) throw std::runtime_error(fmt::format("setns {}: {}", ns_name, std::strerror(errno)));
-  // As `ip netns exec` does: a private mount namespace with /sys showing this network
-  // namespace's interfaces. Best effort: the network namespace is what matters.
-  if (::unshare(CLONE_NEWNS) == 0 && ::mount("", "/", "none", MS_SLAVE | MS_REC, nullptr) == 0) {
-    ::umount2("/sys", MNT_DETACH);
-    ::mount(ns_name.c_str(), "/sys", "sysfs", 0, nullptr);
-  }
+  // The node's network and UTS namespaces, /sys and its hosts file, as a launched command
+  // and the agents see them (netlink/node_entry.hpp).
+  const netlink::NodeEntry entry(ns_name);
+  const char* failed = "";
+  if (const int err = entry.enter(&failed); err != 0)
+    throw std::runtime_error(fmt::format("{} {}: {}", failed, ns_name, std::strerror(err)));
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

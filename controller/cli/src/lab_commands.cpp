@@ -30,6 +30,7 @@
 #include "wanlab/common/printable.hpp"
 #include "wanlab/common/thread.hpp"
 #include "wanlab/core/topology.hpp"
+#include "wanlab/lab/host_tcp.hpp"
 #include "wanlab/lab/state.hpp"
 #include "wanlab/lab/teardown.hpp"
 #include "wanlab/netlink/netlink.hpp"
@@ -244,7 +245,7 @@ void remove_leftovers(const std::string& name) {
   const auto state = lab::read_state(name);
   if (state) notice_orphaned_run(*state, "`wanlab up`");
   const auto planned = state ? state->namespaces : std::vector<std::string>{};
-  if (!state && lab::lab_namespaces(name, planned).empty()) return;
+  if (!state && !lab::leftovers_present(name, planned)) return;
   const auto r = lab::teardown(name, planned);
   fmt::print("lab {}: removed leftovers of a controller that is gone{}: {} namespaces{}\n", name,
              state ? fmt::format(" (pid {})", state->controller_pid) : "", r.removed.size(),
@@ -367,6 +368,17 @@ int cmd_up(const UpArgs& a) {
                "jitter and loss are not; use --backend userspace (or auto) for them\n");
   if (a.backend == "auto" && backend == "userspace")
     fmt::print("note: this kernel has no netem qdisc: the WAN runs in the userspace engine\n");
+
+  if (!a.router_only) {
+    try {
+      const auto cc = lab::choose_tcp_congestion(topo);
+      options.tcp_congestion = cc.set;
+      if (!cc.note.empty()) fmt::print("note: {}\n", cc.note);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "wanlab: lab {} not built: {}\n", name, e.what());
+      return 1;
+    }
+  }
 
   if (a.foreground) {
     spdlog::info("controller for lab {} running in the foreground (pid {})", name, ::getpid());

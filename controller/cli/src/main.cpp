@@ -5,6 +5,7 @@
 
 #include "bench_command.hpp"
 #include "commands.hpp"
+#include "launch_command.hpp"
 #include "replay_commands.hpp"
 #include "run_command.hpp"
 #include "simulate_command.hpp"
@@ -213,11 +214,47 @@ int main(int argc, char** argv) {
   std::optional<std::string> exec_lab;
   std::string exec_node;
   std::vector<std::string> exec_argv;
-  auto* exec_cmd = app.add_subcommand("exec", "Run a command inside a node's network namespace");
+  auto* exec_cmd = app.add_subcommand("exec", "Run a command inside a node: its network and UTS namespaces (host name: the "
+                                                 "node's), its /sys, and the lab's hosts file as /etc/hosts");
   exec_cmd->add_option("--lab", exec_lab, "Lab name (default: the one lab that has NODE; refused when several do)");
   exec_cmd->add_option("node", exec_node, "Node name, e.g. use-0")->required();
   exec_cmd->add_option("cmd", exec_argv, "Command and arguments (after --)")->required();
   exec_cmd->positionals_at_end();
+
+  LaunchArgs launch_args;
+  auto* launch_cmd = app.add_subcommand(
+      "launch", "Start a command on lab nodes as the ranks of one job (your own framework: torchrun, "
+                "torch.distributed, JAX, MPI-less anything over TCP), inside each node's namespaces with its host "
+                "name and the lab's hosts file, and record the WAN links while it runs (docs/frameworks.md)");
+  launch_cmd->add_option("--lab", launch_args.lab, "Lab name (default: the only lab up)");
+  launch_cmd->add_option("--nodes", launch_args.nodes,
+                         "Comma-separated nodes, e.g. use-0,euw-0; the first is the master (MASTER_ADDR), NODE_RANK "
+                         "follows this order");
+  launch_cmd->add_flag("--all", launch_args.all, "Every node of the lab, DC by DC");
+  launch_cmd->add_option("--per-node", launch_args.per_node,
+                         "Processes per node (default 1; with torchrun, keep 1 and give --nproc_per_node to it)")
+      ->check(CLI::Range(1, 1024));
+  launch_cmd->add_option("--env", launch_args.env, "Set K=V in every rank's environment (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("K=V");
+  launch_cmd->add_option("--out", launch_args.out,
+                         "Run folder (default: runs/launch-YYYYMMDD-HHMMSS): launch.json, links.csv, summary.json, "
+                         "logs/");
+  launch_cmd->add_flag("--shell", launch_args.shell,
+                       "Join CMD's words with blanks and run them with /bin/sh -c (pipes, &&, your own $VARS)");
+  launch_cmd->add_option("cmd", launch_args.cmd, "Command and arguments (after --)")->required();
+  launch_cmd->positionals_at_end();
+  launch_cmd->footer(
+      "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, NNODES, MASTER_ADDR (the first\n"
+      "node's name), MASTER_PORT (free, one per launch), GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME (the node's lab\n"
+      "interface), WANLAB_LAB, WANLAB_NODE and WANLAB_DC, on top of this shell's environment. $NAME and ${NAME} of\n"
+      "these (and of --env) in CMD's words are substituted per rank, so quote them from your shell:\n"
+      "  wanlab launch --nodes use-0,euw-0 -- torchrun --nnodes 2 --nproc_per_node 1 --node_rank '$NODE_RANK' \\\n"
+      "      --master_addr '$MASTER_ADDR' --master_port '$MASTER_PORT' train.py\n"
+      "Output lines are prefixed [NODE/RANK]. Ctrl-C stops every rank (SIGTERM to its process group, SIGKILL 5 s\n"
+      "later); `wanlab down` kills them with the lab. Exit status: the worst rank's (its exit code, or 128 +\n"
+      "the signal that killed it), 130 when interrupted, 2 when nothing was started (unknown lab or node, a\n"
+      "command not in PATH, bad --env).");
 
   auto* link_cmd = app.add_subcommand("link", "Inspect or change WAN links");
   link_cmd->require_subcommand(1);
@@ -364,6 +401,14 @@ int main(int argc, char** argv) {
         return 2;
       }
       return cmd_exec(exec_lab, exec_node, exec_argv);
+    }
+    if (*launch_cmd) {
+      if (!launch_args.cmd.empty() && launch_args.cmd.front() == "--") launch_args.cmd.erase(launch_args.cmd.begin());
+      if (launch_args.cmd.empty()) {
+        fmt::print(stderr, "wanlab: launch: no command given (wanlab launch --nodes A,B -- CMD...)\n");
+        return 2;
+      }
+      return cmd_launch(launch_args);
     }
     if (*set_cmd) return cmd_link_set(ls);
     if (*capture_cmd) return cmd_capture(cap);

@@ -29,7 +29,8 @@ __extension__ using u128 = unsigned __int128;
 namespace {
 
 using Keys = std::span<const std::string_view>;
-constexpr std::string_view kTopKeys[] = {"name", "description", "lan", "dcs", "wan"};
+constexpr std::string_view kTopKeys[] = {"name", "description", "lan", "node", "dcs", "wan"};
+constexpr std::string_view kNodeKeys[] = {"tcp_congestion", "sysctls"};
 constexpr std::string_view kLanKeys[] = {"rate", "delay", "mtu"};
 constexpr std::string_view kDcKeys[] = {"name", "region", "nodes", "gpus_per_node", "gpu"};
 constexpr std::string_view kWanKeys[] = {"between", "from", "to",         "delay", "rtt",  "rate",
@@ -112,6 +113,67 @@ void check_dc_name(const std::string& name, const std::string& path, Diagnostics
 }
 
 // --- sections -------------------------------------------------------------------------------
+
+// A congestion control's name as the kernel knows it (TCP_CA_NAME_MAX is 16 with the NUL).
+bool valid_congestion_name(const std::string& s) {
+  return !s.empty() && s.size() < 16 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; });
+}
+
+// A per-namespace sysctl: net.* only (other trees are the host's, shared by every
+// namespace), dotted, no empty or parent components.
+bool valid_node_sysctl(const std::string& key) {
+  if (!key.starts_with("net.") || key.size() > 200) return false;
+  std::size_t start = 0;
+  while (start <= key.size()) {
+    const auto end = std::min(key.find('.', start), key.size());
+    const auto part = key.substr(start, end - start);
+    if (part.empty() || part == ".." ||
+        !std::all_of(part.begin(), part.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-'; }))
+      return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+void parse_node(const json& v, NodeSettings& node, Diagnostics& d) {
+  const std::string path = "/node";
+  if (!is_object(v, path, "an object with \"tcp_congestion\" and/or \"sysctls\"", d)) return;
+  check_keys(v, path, kNodeKeys, d);
+  if (const auto* cc = find(v, "tcp_congestion")) {
+    if (auto name = as_string(*cc, child(path, "tcp_congestion"), "a congestion control such as \"cubic\"", d)) {
+      if (valid_congestion_name(*name))
+        node.tcp_congestion = *name;
+      else
+        d.add(child(path, "tcp_congestion"),
+              fmt::format("'{}' is not a congestion control name (lower-case letters, digits, '_', at most 15 "
+                          "characters, e.g. \"cubic\", \"bbr\", \"reno\")",
+                          *name));
+    }
+  }
+  if (const auto* s = find(v, "sysctls")) {
+    const auto at = child(path, "sysctls");
+    if (!is_object(*s, at, "an object of sysctls, e.g. {\"net.ipv4.tcp_rmem\": \"4096 131072 6291456\"}", d)) return;
+    for (const auto& [key, value] : s->items()) {
+      const auto here = child(at, key);
+      if (!valid_node_sysctl(key)) {
+        d.add(here, "not a per-namespace sysctl: give a dotted net.* key such as \"net.ipv4.tcp_rmem\" (other "
+                    "trees belong to the host and every namespace shares them)");
+        continue;
+      }
+      if (key == "net.ipv4.tcp_congestion_control") {
+        d.add(here, "set it with \"tcp_congestion\" (the host's allowed list is checked for it)");
+        continue;
+      }
+      if (value.is_string())
+        node.sysctls.emplace_back(key, value.get<std::string>());
+      else if (value.is_number_integer())
+        node.sysctls.emplace_back(key, value.dump());
+      else
+        d.add(here, fmt::format("expected a string or an integer, got {}", describe(value)));
+    }
+  }
+}
 
 void parse_lan(const json& v, Lan& lan, Diagnostics& d) {
   const std::string path = "/lan";
@@ -533,6 +595,7 @@ Topology parse_topology(const json& doc, const std::string& file, const fs::path
   }
   if (const auto* desc = find(doc, "description")) as_string(*desc, "/description", "a string", d);
   if (const auto* lan = find(doc, "lan")) parse_lan(*lan, t.lan, d);
+  if (const auto* node = find(doc, "node")) parse_node(*node, t.node, d);
 
   std::map<std::string, std::size_t> names;
   parse_dcs(find(doc, "dcs"), t, names, d);
@@ -574,7 +637,18 @@ json to_json(const Topology& topo) {
     if (l.trace) j["trace"] = l.trace->string();  // absolute once parsed, so any base_dir reads it back
     wan.push_back(std::move(j));
   }
-  return json{{"name", topo.name}, {"lan", std::move(lan)}, {"dcs", std::move(dcs)}, {"wan", std::move(wan)}};
+  json out{{"name", topo.name}, {"lan", std::move(lan)}, {"dcs", std::move(dcs)}, {"wan", std::move(wan)}};
+  if (topo.node.tcp_congestion || !topo.node.sysctls.empty()) {
+    json node = json::object();
+    if (topo.node.tcp_congestion) node["tcp_congestion"] = *topo.node.tcp_congestion;
+    if (!topo.node.sysctls.empty()) {
+      json sysctls = json::object();
+      for (const auto& [k, v] : topo.node.sysctls) sysctls[k] = v;
+      node["sysctls"] = std::move(sysctls);
+    }
+    out["node"] = std::move(node);
+  }
+  return out;
 }
 
 std::uint64_t default_queue_packets(const Topology& topo, const WanLink& link) {

@@ -2,12 +2,37 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 
+#include "wanlab/netlink/node_entry.hpp"
 #include "wanlab/netlink/offloads.hpp"
 #include <stdexcept>
 
 namespace wanlab::lab {
+namespace {
+
+// /etc/netns/<ns>/hosts, written whole under a temporary name and renamed into place.
+void write_hosts(const std::string& ns, const std::string& text) {
+  const std::filesystem::path dir = netlink::netns_etc_dir(ns);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw std::runtime_error(fmt::format("create {}: {}", dir.string(), ec.message()));
+  const auto tmp = dir / "hosts.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) throw std::runtime_error(fmt::format("write {}: {}", tmp.string(), std::strerror(errno)));
+  }
+  std::filesystem::rename(tmp, dir / "hosts", ec);
+  if (ec) throw std::runtime_error(fmt::format("rename {}: {}", tmp.string(), ec.message()));
+}
+
+}  // namespace
 
 struct NetlinkKernel::Entry {
   netlink::Netns ns;
@@ -80,6 +105,11 @@ void NetlinkKernel::execute(const Op& op) {
           socket(o.ns).set_mac(o.ifname, o.mac);
         } else if constexpr (std::is_same_v<T, SetForwarding>) {
           socket(o.ns).set_ipv4_forwarding(o.ifname, o.on);
+        } else if constexpr (std::is_same_v<T, CreateUtsns>) {
+          if (!netlink::Utsns::create(o.ns, o.hostname))
+            throw std::runtime_error(fmt::format("UTS namespace /run/utsns/{} already exists", o.ns));
+        } else if constexpr (std::is_same_v<T, WriteHosts>) {
+          write_hosts(o.ns, o.text);
         } else if constexpr (std::is_same_v<T, AddSrcFilter>) {
           socket(o.ns).add_u32_src_filter(o.ifname, o.parent, o.prio, o.src.address.value, o.src.length, o.flowid);
         }

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "wanlab/lab/hosts.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/lab/wan_tc.hpp"
 
@@ -91,8 +94,17 @@ void plan_dc(const core::Topology& topo, std::size_t k, const PlanOptions& optio
     const auto nif = if_node(dc.name, i);
     ops.push_back(CreateNetns{node_ns});
     plan.namespaces.push_back(node_ns);
+    ops.push_back(CreateUtsns{node_ns, core::node_name(dc, i)});
+    ops.push_back(WriteHosts{node_ns, hosts_file(topo, k, i)});
     ops.push_back(SetSysctl{node_ns, "net/ipv6/conf/all/disable_ipv6", "1"});
     ops.push_back(SetSysctl{node_ns, "net/ipv6/conf/default/disable_ipv6", "1"});
+    if (options.tcp_congestion)
+      ops.push_back(SetSysctl{node_ns, "net/ipv4/tcp_congestion_control", *options.tcp_congestion});
+    for (const auto& [key, value] : topo.node.sysctls) {
+      std::string path = key;
+      std::replace(path.begin(), path.end(), '.', '/');
+      ops.push_back(SetSysctl{node_ns, path, value});
+    }
     ops.push_back(CreateVeth{gw, port, node_ns, nif, mtu});
     ops.push_back(SetMaster{gw, port, if_gateway_bridge(dc.name)});
     ops.push_back(SetUp{gw, port});
@@ -172,6 +184,10 @@ std::string to_string(const Op& op) {
           },
           [](const SetMac& o) { return fmt::format("mac {}:{} {}", o.ns, o.ifname, core::mac_text(o.mac)); },
           [](const SetForwarding& o) { return fmt::format("forwarding {}:{} {}", o.ns, o.ifname, o.on ? "on" : "off"); },
+          [](const CreateUtsns& o) { return fmt::format("utsns {} hostname {}", o.ns, o.hostname); },
+          [](const WriteHosts& o) {
+            return fmt::format("hosts {}: {} lines", o.ns, std::count(o.text.begin(), o.text.end(), '\n'));
+          },
           [](const AddSrcFilter& o) {
             return fmt::format("filter {}:{} parent {} prio {} u32 src {} flowid {}", o.ns, o.ifname,
                                o.parent.to_string(), o.prio, o.src.to_string(), o.flowid.to_string());

@@ -13,6 +13,7 @@
 
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/netlink/netlink.hpp"
+#include "wanlab/netlink/node_entry.hpp"
 
 namespace wanlab::lab {
 namespace fs = std::filesystem;
@@ -25,6 +26,16 @@ std::vector<std::string> lab_namespaces(const std::string& lab, const std::vecto
       present.insert(name);
   }
   return {present.begin(), present.end()};
+}
+
+bool leftovers_present(const std::string& lab, const std::vector<std::string>& planned) {
+  if (!lab_namespaces(lab, planned).empty()) return true;
+  auto ours = [&](const std::string& name) {
+    return name.starts_with(ns_prefix(lab)) || std::find(planned.begin(), planned.end(), name) != planned.end();
+  };
+  const auto uts = netlink::Utsns::list();
+  const auto etc = netlink::netns_etc_list();
+  return std::any_of(uts.begin(), uts.end(), ours) || std::any_of(etc.begin(), etc.end(), ours);
 }
 
 namespace {
@@ -74,6 +85,14 @@ TeardownReport teardown(const std::string& lab, const std::vector<std::string>& 
   }
   for (const auto& n : names)
     if (netlink::Netns::remove(n)) report.removed.push_back(n);
+  // The nodes' identities (plan.hpp, CreateUtsns and WriteHosts): by the same names.
+  auto ours = [&](const std::string& name) {
+    return name.starts_with(ns_prefix(lab)) || std::find(planned.begin(), planned.end(), name) != planned.end();
+  };
+  for (const auto& n : netlink::Utsns::list())
+    if (ours(n)) netlink::Utsns::remove(n);
+  for (const auto& n : netlink::netns_etc_list())
+    if (ours(n)) netlink::remove_netns_etc(n);
   return report;
 }
 

@@ -30,6 +30,7 @@
 #include "wanlab/common/text.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/lab/naming.hpp"
+#include "wanlab/netlink/node_entry.hpp"
 #include "wanlab/run/coordinator.hpp"
 #include "wanlab/run/results.hpp"
 #include "wanlab/run/windows.hpp"
@@ -48,12 +49,10 @@ namespace {
 // calls (this process has threads).
 pid_t spawn_in_netns(const std::string& netns, const fs::path& binary, const std::vector<std::string>& args,
                      const fs::path& log) {
-  const auto ns_path = "/run/netns/" + netns;
-  const int nsfd = ::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (nsfd < 0) throw std::runtime_error(fmt::format("open {}: {}", ns_path, std::strerror(errno)));
+  // The node as `wanlab exec` and `wanlab launch` enter it: its host name and hosts file too.
+  const netlink::NodeEntry entry(netns);
   const int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (logfd < 0) {
-    ::close(nsfd);
     throw std::runtime_error(fmt::format("open {}: {}", log.string(), std::strerror(errno)));
   }
   std::vector<std::string> all{binary.string()};
@@ -68,7 +67,8 @@ pid_t spawn_in_netns(const std::string& netns, const fs::path& binary, const std
     // without it; docs/protocol.md). Forked by the daemon's only io thread, which lives as
     // long as the daemon.
     if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) ::_exit(125);
-    if (::setns(nsfd, CLONE_NEWNET) != 0) ::_exit(126);
+    const char* failed = "";
+    if (entry.enter(&failed) != 0) ::_exit(126);
     // Not the control plane's priority (lab_commands.cpp): the agents are the workload.
     ::setpriority(PRIO_PROCESS, 0, 0);
     ::dup2(logfd, 1);
@@ -81,7 +81,6 @@ pid_t spawn_in_netns(const std::string& netns, const fs::path& binary, const std
     ::_exit(127);
   }
   const int err = errno;
-  ::close(nsfd);
   ::close(logfd);
   if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(err)));
   return pid;

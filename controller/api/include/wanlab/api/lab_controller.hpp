@@ -51,6 +51,8 @@ struct UpOptions {
   // Router-only lab (lab/router_only.hpp, containers): no namespaces are made; this process's
   // own namespace is the WAN router, on the interfaces that hold the DC gateways' addresses.
   bool router_only = false;
+  // Every node's TCP congestion control (lab/host_tcp.hpp decides it); none: the host's.
+  std::optional<std::string> tcp_congestion{};
 };
 
 /// auto picks kernel where netem exists, userspace elsewhere.

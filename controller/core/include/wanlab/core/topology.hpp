@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,21 @@ struct Lan {
   int mtu = 1500;
   auto operator<=>(const Lan&) const = default;
 };
+
+/// What every node of a namespace lab gets besides its interface (`"node"` in the topology
+/// file): the TCP congestion control of its sockets (net.ipv4.tcp_congestion_control, one
+/// per network namespace) and further per-namespace sysctls a framework may need.
+struct NodeSettings {
+  /// none: "cubic" where the host allows it (what scenarios and the simulator assume), else
+  /// the host's default with a warning; given: the lab is not built without it.
+  std::optional<std::string> tcp_congestion;
+  /// dotted keys ("net.ipv4.tcp_rmem") and values, sorted by key; net.* only.
+  std::vector<std::pair<std::string, std::string>> sysctls;
+  auto operator<=>(const NodeSettings&) const = default;
+};
+
+/// The congestion control a node uses when the topology names none.
+inline constexpr const char* kDefaultTcpCongestion = "cubic";
 
 struct Dc {
   std::string name;      // e.g. "use"
@@ -58,6 +74,7 @@ struct Topology {
   std::string name;         // lab name
   std::string source_file;  // as given, for messages
   Lan lan;
+  NodeSettings node;
   std::vector<Dc> dcs;
   std::vector<WanLink> links;  // directed; a `between` entry yields two
 

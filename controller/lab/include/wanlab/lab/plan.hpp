@@ -3,6 +3,7 @@
 // operations that builds its lab (testable as data, golden files in tests/unit/golden).
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -36,10 +37,15 @@ struct DisableOffloads { std::string ns, ifname; };
 struct SetForwarding { std::string ns, ifname; bool on; };  // IPv4, per interface (netlink, not /proc/sys)
 struct SetMac { std::string ns, ifname; std::array<std::uint8_t, 6> mac; };
 struct DelRoute { std::string ns; core::Ipv4Prefix dst; };  // absent already: nothing to do
+// A node's identity: a UTS namespace kept at /run/utsns/<ns> with the node's host name, and
+// the lab's hosts file at /etc/netns/<ns>/hosts, which every command entering the node sees
+// as /etc/hosts (netlink/node_entry.hpp, as `ip netns exec` shows /etc/netns/<ns>/*).
+struct CreateUtsns { std::string ns, hostname; };
+struct WriteHosts { std::string ns, text; };
 
 using Op = std::variant<CreateNetns, SetSysctl, CreateVeth, CreateBridge, SetMaster, SetUp, SetAlias, AddAddress,
                         AddRoute, AddHtbQdisc, AddHtbClass, AddNetem, AddPfifo, AddSrcFilter, DisableOffloads,
-                        SetForwarding, SetMac, DelRoute>;
+                        SetForwarding, SetMac, DelRoute, CreateUtsns, WriteHosts>;
 
 /// The name of each operation type, by its index in Op. Sized by its initializer, so a
 /// type added to Op without a name here fails the build (static_assert below).
@@ -61,6 +67,9 @@ enum class Backend { kernel, userspace };
 struct PlanOptions {
   Backend backend = Backend::kernel;
   bool netem = true;  // kernel backend without netem: leaves are pfifo, delay/jitter/loss not applied
+  /// Every node's net.ipv4.tcp_congestion_control; none: the host's default (the caller
+  /// decides, lab/host_tcp.hpp: the host must allow it to namespaces).
+  std::optional<std::string> tcp_congestion{};
 };
 
 struct Plan {

@@ -16,6 +16,10 @@ struct TeardownReport {
 /// The lab's namespaces present now: those named in `planned` or starting with "<lab>.".
 std::vector<std::string> lab_namespaces(const std::string& lab, const std::vector<std::string>& planned);
 
+/// Whether anything of the lab is present: a namespace (as above), a node's UTS namespace
+/// (/run/utsns) or its files (/etc/netns).
+bool leftovers_present(const std::string& lab, const std::vector<std::string>& planned);
+
 TeardownReport teardown(const std::string& lab, const std::vector<std::string>& planned);
 
 }  // namespace wanlab::lab

@@ -1,0 +1,536 @@
+// wanlab launch: the processes (launch_plan.hpp has what they get).
+#include "launch_command.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "lab_lookup.hpp"
+#include "launch_plan.hpp"
+#include "run_support.hpp"
+#include "wanlab/api/server.hpp"
+#include "wanlab/lab/naming.hpp"
+#include "wanlab/netlink/netlink.hpp"
+#include "wanlab/netlink/node_entry.hpp"
+#include "wanlab/run/results.hpp"
+
+extern char** environ;
+
+namespace wanlab::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// How often the links are sampled while the job runs (links.csv).
+constexpr auto kSampleEvery = 100ms;
+// After Ctrl-C (or when every rank has exited, for what is left in their process groups):
+// SIGTERM, then SIGKILL this much later.
+constexpr auto kKillGrace = 5s;
+
+volatile std::sig_atomic_t g_signal = 0;
+void on_signal(int sig) { g_signal = sig; }
+
+// A free TCP port in the master's namespace, bound and given back: ephemeral, so nothing
+// else there listens on it.
+int free_port(const netlink::Netns& ns) {
+  const netlink::ScopedNetns inside(ns);
+  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) throw std::runtime_error(fmt::format("socket in {}: {}", ns.name(), std::strerror(errno)));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  socklen_t len = sizeof a;
+  const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  const int err = errno;
+  ::close(s);
+  if (!ok) throw std::runtime_error(fmt::format("a free port in {}: {}", ns.name(), std::strerror(err)));
+  return ntohs(a.sin_port);
+}
+
+struct LinkCounters {
+  std::uint64_t bytes = 0, payload_bytes = 0, drops = 0, queued_packets = 0;
+};
+
+// Per directed link (DC indices), from GET /v1/status.
+std::map<std::pair<std::size_t, std::size_t>, LinkCounters> link_counters(const core::Topology& topo,
+                                                                          const nlohmann::json& status) {
+  std::map<std::pair<std::size_t, std::size_t>, LinkCounters> out;
+  const auto it = status.find("links");
+  if (it == status.end() || !it->is_array()) return out;
+  for (const auto& l : *it) {
+    if (!l.contains("counters")) continue;
+    const auto src = topo.dc_index(l["src"].get<std::string>());
+    const auto dst = topo.dc_index(l["dst"].get<std::string>());
+    if (!src || !dst) continue;
+    const auto& c = l["counters"];
+    out[{*src, *dst}] = {c.value("bytes", std::uint64_t{0}), c.value("payload_bytes", std::uint64_t{0}),
+                         c.value("drops", std::uint64_t{0}), c.value("queued_packets", std::uint64_t{0})};
+  }
+  return out;
+}
+
+run::BackendCounters backend_counters(const nlohmann::json& status) {
+  run::BackendCounters out;
+  const auto it = status.find("backend_counters");
+  if (it == status.end() || !it->is_object()) return out;
+  for (auto c = it->begin(); c != it->end(); ++c)
+    if (c->is_number_unsigned()) out.emplace_back(c.key(), c->get<std::uint64_t>());
+  return out;
+}
+
+struct Proc {
+  launch::Rank rank;
+  std::string path;        // the program, resolved
+  std::vector<char*> argv;  // into rank.argv
+  std::vector<std::string> env_strings;
+  std::vector<char*> envp;
+  pid_t pid = -1;
+  int out_fd = -1;  // read end: its stdout and stderr
+  std::string partial;
+  std::ofstream log;
+  std::optional<int> status;  // exit code, or 128 + signal
+  double wall_s = 0;
+  std::string prefix;
+};
+
+// The environment of a rank: the launching process's, with launch's and --env's names set.
+void build_env(Proc& p) {
+  std::map<std::string, std::string> set;
+  for (const auto& [k, v] : p.rank.env) set[k] = v;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos && set.count(kv.substr(0, eq))) continue;
+    p.env_strings.push_back(kv);
+  }
+  for (const auto& [k, v] : p.rank.env) p.env_strings.push_back(k + "=" + v);
+  for (auto& s : p.env_strings) p.envp.push_back(s.data());
+  p.envp.push_back(nullptr);
+  for (auto& a : p.rank.argv) p.argv.push_back(a.data());
+  p.argv.push_back(nullptr);
+}
+
+// Starts one rank in its own process group inside its node. Everything is prepared before
+// fork: the child makes system calls only.
+void start(Proc& p, const netlink::NodeEntry& entry, int devnull) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::runtime_error(fmt::format("fork: {}", std::strerror(err)));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    const char* failed = "";
+    if (entry.enter(&failed) != 0) {
+      static const char msg[] = "wanlab launch: cannot enter the node's namespaces\n";
+      [[maybe_unused]] auto n = ::write(fds[1], msg, sizeof msg - 1);
+      ::_exit(126);
+    }
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::dup2(devnull, 0);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::close_range(3, ~0U, 0);
+    ::execve(p.path.c_str(), p.argv.data(), p.envp.data());
+    static const char msg[] = "wanlab launch: exec failed\n";
+    [[maybe_unused]] auto n = ::write(1, msg, sizeof msg - 1);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here: no signal may reach the group before the child made it
+  ::close(fds[1]);
+  p.pid = pid;
+  p.out_fd = fds[0];
+}
+
+void emit(Proc& p, const char* data, std::size_t n) {
+  p.log.write(data, static_cast<std::streamsize>(n));
+  p.partial.append(data, n);
+  std::size_t start = 0;
+  for (std::size_t nl; (nl = p.partial.find('\n', start)) != std::string::npos; start = nl + 1)
+    fmt::print("{}{}\n", p.prefix, std::string_view(p.partial).substr(start, nl - start));
+  p.partial.erase(0, start);
+  std::fflush(stdout);
+}
+
+void flush_partial(Proc& p) {
+  if (!p.partial.empty()) fmt::print("{}{}\n", p.prefix, p.partial);
+  p.partial.clear();
+  p.log.flush();
+  std::fflush(stdout);
+}
+
+int status_of(int wstatus) {
+  if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
+  if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
+  return 1;
+}
+
+std::string iso_now() {
+  const auto t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int bad(const std::string& line) {
+  fmt::print(stderr, "wanlab: launch: {}\n", line);
+  return 2;
+}
+
+}  // namespace
+
+int cmd_launch(const LaunchArgs& a) {
+  if (!check_privileges("launch")) return 1;
+  FoundLab found;
+  try {
+    found = find_lab(a.lab);
+  } catch (const std::exception& e) {
+    return bad(e.what());
+  }
+  const auto& topo = found.topology;
+  const auto& lab_name = found.state.lab;
+  if (!found.state.router_ports.empty())
+    return bad(fmt::format("lab {} is a router-only lab: its nodes are containers; start a job there with "
+                           "docker-compose exec (docs/frameworks.md)",
+                           lab_name));
+  if (!lab::controller_alive(lab_name))
+    return bad(fmt::format("the controller of lab {} is not running; `wanlab down {}`, then `up` again", lab_name,
+                           lab_name));
+
+  std::vector<launch::Rank> ranks;
+  std::vector<launch::Node> nodes;
+  launch::Options o;
+  try {
+    nodes = launch::select_nodes(topo, a.nodes, a.all);
+    o.lab = lab_name;
+    o.per_node = a.per_node;
+    o.user_env = launch::parse_env(a.env);
+    o.shell = a.shell;
+  } catch (const launch::LaunchError& e) {
+    return bad(e.what());
+  }
+  std::map<std::string, netlink::Netns> namespaces;
+  for (const auto& n : nodes) {
+    auto ns = netlink::Netns::open(lab::ns_node(lab_name, n.name));
+    if (!ns)
+      return bad(fmt::format("namespace {} of node {} is missing; the lab is broken: `wanlab down {}`",
+                             lab::ns_node(lab_name, n.name), n.name, lab_name));
+    namespaces.emplace(n.name, std::move(*ns));
+  }
+  try {
+    o.master_port = free_port(namespaces.at(nodes.front().name));
+    ranks = launch::plan_ranks(nodes, a.cmd, o);
+  } catch (const launch::LaunchError& e) {
+    return bad(e.what());
+  }
+
+  // Every program is found before anything starts. The nodes see the host's files (their
+  // mount namespaces differ in /sys and /etc/hosts only), so the host's PATH search is theirs.
+  std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  if (const char* p = std::getenv("PATH"); p && *p) path = p;
+  for (const auto& [k, v] : o.user_env)
+    if (k == "PATH") path = v;
+  std::vector<Proc> procs(ranks.size());
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    auto& p = procs[i];
+    p.rank = ranks[i];
+    if (const auto program = launch::program_of(p.rank.argv)) {
+      const auto where = launch::find_in_path(*program, path);
+      if (!where)
+        return bad(fmt::format("command '{}' not found{} (PATH {}); nothing started", *program,
+                               program->find('/') == std::string::npos ? " in the nodes' PATH" : " or not executable",
+                               path));
+      if (!a.shell && p.rank.argv.front() == *program) p.path = *where;
+    }
+    if (p.path.empty()) p.path = p.rank.argv.front();
+    p.prefix = fmt::format("[{}/{}] ", p.rank.node, p.rank.rank);
+  }
+
+  const fs::path out = fs::absolute(a.out ? fs::path(*a.out) : fs::path("runs") / ("launch-" + timestamp()));
+  std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_empty(out, ec))
+    return bad(fmt::format("--out {}: the folder exists and is not empty", out.string()));
+  fs::create_directories(out / "logs", ec);
+  if (ec) return bad(fmt::format("--out {}: {}", out.string(), ec.message()));
+
+  std::map<std::string, std::unique_ptr<netlink::NodeEntry>> entries;
+  for (const auto& n : nodes)
+    entries.emplace(n.name, std::make_unique<netlink::NodeEntry>(lab::ns_node(lab_name, n.name)));
+
+  // Where the links stand before the job: its counters are counted from here.
+  const auto socket = lab::socket_path(lab_name);
+  nlohmann::json status0;
+  try {
+    const auto r = api::call(socket, "GET", "/v1/status", {}, 10s);
+    if (r.status != 200) throw std::runtime_error(r.body.dump());
+    status0 = r.body;
+  } catch (const std::exception& e) {
+    return bad(fmt::format("the controller of lab {} does not answer: {}", lab_name, e.what()));
+  }
+  const auto base = link_counters(topo, status0);
+  const auto engine0 = backend_counters(status0);
+
+  // launch.json: what ran, and what each rank got on top of the launching environment.
+  nlohmann::json record = {{"lab", lab_name},
+                           {"command", a.cmd},
+                           {"shell", a.shell},
+                           {"nodes", nlohmann::json::array()},
+                           {"per_node", a.per_node},
+                           {"master_addr", nodes.front().name},
+                           {"master_port", o.master_port},
+                           {"env", nlohmann::json::object()},
+                           {"started_at", iso_now()},
+                           {"cwd", fs::current_path().string()},
+                           {"ranks", nlohmann::json::array()}};
+  for (const auto& n : nodes)
+    record["nodes"].push_back({{"name", n.name}, {"dc", n.dc}, {"address", n.address}, {"interface", n.ifname}});
+  for (const auto& [k, v] : o.user_env) record["env"][k] = v;
+  for (const auto& p : procs) {
+    nlohmann::json env = nlohmann::json::object();
+    for (const auto& [k, v] : p.rank.env) env[k] = v;
+    record["ranks"].push_back({{"rank", p.rank.rank},
+                               {"node", p.rank.node},
+                               {"local_rank", p.rank.local_rank},
+                               {"argv", p.rank.argv},
+                               {"program", p.path},
+                               {"env", env},
+                               {"log", fmt::format("logs/{}.{}.log", p.rank.node, p.rank.local_rank)}});
+  }
+  write_text_file(out / "launch.json", record.dump(2) + "\n");
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // our own stdout closed early must not kill us before the ranks are stopped
+
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const auto t0 = Clock::now();
+  for (auto& p : procs) {
+    build_env(p);
+    p.log.open(out / "logs" / fmt::format("{}.{}.log", p.rank.node, p.rank.local_rank));
+    try {
+      start(p, *entries.at(p.rank.node), devnull);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "wanlab: launch: rank {} on {}: {}; stopping the others\n", p.rank.rank, p.rank.node,
+                 e.what());
+      g_signal = SIGTERM;
+      break;
+    }
+  }
+  if (devnull >= 0) ::close(devnull);
+  fmt::print(stderr, "wanlab: launched {} rank(s) on {} ({}), master {}:{}; run folder {}\n", procs.size(),
+             fmt::join([&] {
+               std::vector<std::string> v;
+               for (const auto& n : nodes) v.push_back(n.name);
+               return v;
+             }(), ","),
+             lab_name, nodes.front().name, o.master_port, out.string());
+
+  std::vector<run::LinkSample> samples;
+  bool sampling = true;
+  std::string sampling_stopped;
+  auto sample = [&] {
+    if (!sampling) return;
+    try {
+      const auto r = api::call(socket, "GET", "/v1/status", {}, 2s);
+      if (r.status != 200) throw std::runtime_error(fmt::format("status {}", r.status));
+      const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+      for (const auto& [key, c] : link_counters(topo, r.body)) {
+        const auto b = base.count(key) ? base.at(key) : LinkCounters{};
+        samples.push_back({t, key.first, key.second, c.bytes - std::min(c.bytes, b.bytes),
+                           c.payload_bytes - std::min(c.payload_bytes, b.payload_bytes),
+                           c.drops - std::min(c.drops, b.drops), c.queued_packets});
+      }
+    } catch (const std::exception& e) {
+      sampling = false;
+      sampling_stopped = e.what();
+    }
+  };
+  sample();
+
+  bool interrupted = false;
+  std::optional<Clock::time_point> term_sent, all_exited;
+  auto signal_all = [&](int sig) {
+    for (auto& p : procs)
+      if (p.pid > 0) ::kill(-p.pid, sig);
+  };
+  auto next_sample = Clock::now() + kSampleEvery;
+  for (;;) {
+    if (g_signal != 0 && !interrupted) {
+      interrupted = true;
+      fmt::print(stderr, "wanlab: launch: signal {}: stopping every rank\n", static_cast<int>(g_signal));
+      signal_all(SIGTERM);
+      term_sent = Clock::now();
+    }
+    if (term_sent && Clock::now() - *term_sent > kKillGrace) {
+      signal_all(SIGKILL);
+      term_sent = Clock::now() + 1h;  // once
+    }
+    bool running = false, open = false;
+    for (auto& p : procs) {
+      if (p.pid > 0 && !p.status) {
+        int ws = 0;
+        if (::waitpid(p.pid, &ws, WNOHANG) == p.pid) {
+          p.status = status_of(ws);
+          p.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+        } else {
+          running = true;
+        }
+      }
+      open |= p.out_fd >= 0;
+    }
+    if (!running && !all_exited) {
+      all_exited = Clock::now();
+      // Whatever the ranks left behind in their groups (a daemonized child holding the pipe).
+      signal_all(SIGTERM);
+    }
+    if (!running && (!open || Clock::now() - *all_exited > 1s)) break;
+
+    std::vector<pollfd> fds;
+    std::vector<Proc*> who;
+    for (auto& p : procs)
+      if (p.out_fd >= 0) {
+        fds.push_back({p.out_fd, POLLIN, 0});
+        who.push_back(&p);
+      }
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_sample - Clock::now());
+    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long>(wait.count(), 0, 100)));
+    if (n > 0) {
+      for (std::size_t i = 0; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        char buf[16384];
+        const auto got = ::read(fds[i].fd, buf, sizeof buf);
+        if (got > 0) {
+          emit(*who[i], buf, static_cast<std::size_t>(got));
+        } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+          flush_partial(*who[i]);
+          ::close(who[i]->out_fd);
+          who[i]->out_fd = -1;
+        }
+      }
+    }
+    if (Clock::now() >= next_sample) {
+      sample();
+      next_sample += kSampleEvery;
+      if (next_sample < Clock::now()) next_sample = Clock::now() + kSampleEvery;
+    }
+  }
+  for (auto& p : procs) {
+    if (p.out_fd >= 0) {
+      flush_partial(p);
+      ::close(p.out_fd);
+    }
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  sample();
+
+  // summary.json
+  std::vector<int> statuses;
+  nlohmann::json rank_json = nlohmann::json::array();
+  for (const auto& p : procs) {
+    const int s = p.status.value_or(p.pid > 0 ? 1 : 127);
+    statuses.push_back(p.pid > 0 ? s : 1);
+    nlohmann::json r = {{"rank", p.rank.rank}, {"node", p.rank.node}, {"local_rank", p.rank.local_rank},
+                        {"started", p.pid > 0}};
+    if (p.status) {
+      r["exit_status"] = *p.status;
+      r["wall_time_s"] = p.wall_s;
+    }
+    rank_json.push_back(std::move(r));
+  }
+  nlohmann::json links = nlohmann::json::array();
+  std::uint64_t wan_bytes = 0;
+  std::map<std::pair<std::size_t, std::size_t>, const run::LinkSample*> last;
+  std::map<std::pair<std::size_t, std::size_t>, double> peak;
+  std::map<std::pair<std::size_t, std::size_t>, const run::LinkSample*> prev;
+  for (const auto& s : samples) {
+    const auto key = std::make_pair(s.src, s.dst);
+    if (auto it = prev.find(key); it != prev.end() && s.t_s > it->second->t_s)
+      peak[key] = std::max(peak[key], static_cast<double>(s.bytes - it->second->bytes) * 8 / 1e6 /
+                                           (s.t_s - it->second->t_s));
+    prev[key] = &s;
+    last[key] = &s;
+  }
+  for (const auto& [key, s] : last) {
+    wan_bytes += s->bytes;
+    links.push_back({{"src", topo.dcs[key.first].name},
+                     {"dst", topo.dcs[key.second].name},
+                     {"bytes", s->bytes},
+                     {"payload_bytes", s->payload_bytes},
+                     {"drops", s->drops},
+                     {"mean_mbit_s", s->t_s > 0 ? static_cast<double>(s->bytes) * 8 / 1e6 / s->t_s : 0.0},
+                     {"peak_mbit_s_100ms", peak[key]}});
+  }
+  const int worst = interrupted ? 130 : launch::worst_status(statuses);
+  nlohmann::json summary = {{"lab", lab_name},
+                            {"backend", found.state.backend},
+                            {"ranks", rank_json},
+                            {"world_size", procs.size()},
+                            {"wall_time_s", wall},
+                            {"exit_status", worst},
+                            {"interrupted", interrupted},
+                            {"wan_bytes", wan_bytes},
+                            {"links", links},
+                            {"samples", samples.size()},
+                            {"sample_interval_s", std::chrono::duration<double>(kSampleEvery).count()}};
+  if (!sampling_stopped.empty()) summary["sampling_stopped"] = sampling_stopped;
+  if (sampling) {
+    try {
+      const auto r = api::call(socket, "GET", "/v1/status", {}, 5s);
+      if (r.status == 200) {
+        auto e = run::engine_json(engine0, backend_counters(r.body), wall);
+        if (!e.is_null()) summary["engine"] = std::move(e);
+      }
+    } catch (const std::exception&) {
+      // The controller went away at the very end; the summary keeps what was sampled.
+    }
+  }
+  try {
+    write_text_file(out / "links.csv", run::links_csv(topo, samples));
+    write_text_file(out / "summary.json", summary.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wanlab: launch: {}\n", e.what());
+    return worst == 0 ? 1 : worst;
+  }
+  std::vector<std::string> per_link;
+  for (const auto& l : links)
+    per_link.push_back(fmt::format("{}->{} {:.1f} MB", l["src"].get<std::string>(), l["dst"].get<std::string>(),
+                                   l["bytes"].get<std::uint64_t>() / 1e6));
+  fmt::print(stderr, "wanlab: launch: {} after {:.2f} s (exit status {}); WAN {}; {}\n",
+             interrupted ? "interrupted" : worst == 0 ? "done" : "failed", wall, worst,
+             per_link.empty() ? "no counters" : fmt::format("{}", fmt::join(per_link, ", ")), out.string());
+  return worst;
+}
+
+}  // namespace wanlab::cli
