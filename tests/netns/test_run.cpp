@@ -116,6 +116,15 @@ TEST_CASE("a two-DC run: bytes on the WAN are the scenario's, results are comple
     CHECK(eng.at("release_late_mean_us").get<double>() >= 0);
     CHECK(eng.at("released_late_over_1ms_fraction").get<double>() <=
           eng.at("released_late_over_100us_fraction").get<double>());
+    // Its scheduling (root may use SCHED_FIFO: the default), the lateness percentiles of its
+    // histogram, and the verdict on the run with the thresholds it was reached by.
+    CHECK(eng.at("scheduling").get<std::string>() == "SCHED_FIFO 50");
+    REQUIRE(eng.at("release_late_p50_us").is_number());
+    if (eng.at("release_late_p99_us").is_number())  // null: beyond the histogram's last bound
+      CHECK(eng.at("release_late_p50_us").get<double>() <= eng.at("release_late_p99_us").get<double>());
+    CHECK(eng.at("degraded").is_boolean());
+    CHECK(eng.at("degraded").get<bool>() == !eng.at("degraded_reasons").empty());
+    CHECK(eng.at("thresholds").at("released_late_over_1ms_fraction").get<double>() == 0.01);
   } else {
     CHECK_FALSE(s.contains("engine"));
   }

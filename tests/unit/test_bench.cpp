@@ -169,6 +169,51 @@ TEST_CASE("bench: the markdown table of a bench.json", "[unit][bench]") {
   CHECK_THAT(md2, Contains("did not run"));
 }
 
+TEST_CASE("bench: variants whose emulation was degraded are marked, their runs listed", "[unit][bench][engine]") {
+  auto base = summary(4.0, 4.5, 0.1, 0.9, {{1e6, 0.25}});
+  auto late = summary(5.0, 5.5, 0.1, 0.9, {{1e6, 0.25}});
+  base["engine"] = {{"scheduling", "SCHED_FIFO 50"}, {"released_late_over_1ms_fraction", 0.0002},
+                    {"release_late_p99_us", 50.0}, {"degraded", false}, {"degraded_reasons", json::array()}};
+  late["engine"] = {{"scheduling", "nice -20"}, {"released_late_over_1ms_fraction", 0.088},
+                    {"degraded", true}, {"degraded_reasons", {"8.80 % of packets released more than 1 ms late"}}};
+  // The engine part of a run entry: what bench.json keeps of it.
+  const auto e = run_engine(late);
+  CHECK(e.at("scheduling") == "nice -20");
+  CHECK(e.at("degraded") == true);
+  CHECK(run_engine(summary(1, 1, 0, 0, {})).is_null());  // the kernel backend: no engine block
+  auto ok_run = base;
+  ok_run["engine"]["degraded"] = false;
+  const json variants = {
+      {{"name", "fair-k1"}, {"folder", "fair-k1"}, {"policy", "fair"}, {"connections", 1}, {"placement", "atlas-rule"},
+       {"summary", base},
+       // Its second round's run fell behind.
+       {"runs", {{{"round", 1}, {"folder", "fair-k1"}, {"engine", run_engine(base)}},
+                 {{"round", 2}, {"folder", "fair-k1-run2"}, {"engine", run_engine(late)}}}}},
+      {{"name", "atlas-k1"}, {"folder", "atlas-k1"}, {"policy", "atlas"}, {"connections", 1}, {"placement", "atlas-rule"},
+       {"summary", late},
+       {"runs", {{{"round", 1}, {"folder", "atlas-k1"}, {"engine", run_engine(late)}},
+                 {{"round", 2}, {"folder", "atlas-k1-run2"}, {"engine", run_engine(base)}}}}},
+      {{"name", "fair-k4"}, {"folder", "fair-k4"}, {"policy", "fair"}, {"connections", 4}, {"placement", "atlas-rule"},
+       {"summary", base}}};
+  const auto d = degraded_runs(variants);
+  REQUIRE(d.size() == 2);  // atlas-k1's first run once, though both its summary and runs[0] hold it
+  CHECK(d[0].at("variant") == "fair-k1");
+  CHECK(d[0].at("folder") == "fair-k1-run2");
+  CHECK(d[1].at("folder") == "atlas-k1");
+  const auto md = markdown({{"scenario", "s"}, {"baseline", "fair-k1"}, {"variants", variants}});
+  INFO(md);
+  CHECK_THAT(md, Contains("| fair-k1 (baseline) (degraded) | fair |"));
+  CHECK_THAT(md, Contains("| atlas-k1 (degraded) | atlas |"));
+  CHECK_THAT(md, Contains("| fair-k4 | fair |"));
+  CHECK_THAT(md, Contains("**Emulation degraded** in 2 runs"));
+  CHECK_THAT(md, Contains("more than 1 % of packets released over 1 ms late"));
+  CHECK_THAT(md, Contains("- `fair-k1-run2`: 8.80 % of packets released more than 1 ms late\n"));
+  CHECK_THAT(md, Contains("- `atlas-k1`: 8.80 %"));
+  // None degraded: no marks, no list.
+  const auto clean = markdown({{"scenario", "s"}, {"baseline", "fair-k4"}, {"variants", {variants[2]}}});
+  CHECK(clean.find("degraded") == std::string::npos);
+}
+
 TEST_CASE("DP across DCs: each replica's pipeline in one DC, the replicas spread over the DCs",
           "[unit][bench][workload][placement]") {
   const auto topo = shipped_topology("two-dc.json");  // 2 DCs x 2 nodes x 8 GPUs

@@ -424,3 +424,94 @@ TEST_CASE("results: the summary names the wanlab version, commit and kernel that
   CHECK_FALSE(s["wanlab"]["kernel"].get<std::string>().empty());
   CHECK(wanlab::version_line() == fmt::format("wanlab {} (commit {})", wanlab::version(), commit));
 }
+
+namespace {
+// The engine's counters as UserspaceShaper::stats() names them, with a lateness histogram.
+BackendCounters engine_counters(std::uint64_t releases, std::uint64_t over_1ms, std::uint64_t rx_frames,
+                                std::uint64_t ring_dropped, const std::vector<std::pair<std::string, std::uint64_t>>& hist) {
+  BackendCounters c{{"rx_frames", rx_frames},
+                    {"cpu_us", 0},
+                    {"releases", releases},
+                    {"release_late_ns_total", 0},
+                    {"released_late_over_100us", over_1ms},
+                    {"released_late_over_1ms", over_1ms},
+                    {"rx_ring_dropped", 0},
+                    {"rx_big_ring_dropped", ring_dropped},
+                    {"tx_ring_full", 0},
+                    {"sleeps", 0}};
+  for (const auto& h : hist) c.push_back(h);
+  return c;
+}
+const std::vector<std::pair<std::string, std::uint64_t>> kNoHist{
+    {"release_late_le_5000ns", 0}, {"release_late_le_100000ns", 0}, {"release_late_le_1000000ns", 0},
+    {"release_late_le_inf", 0}};
+}  // namespace
+
+TEST_CASE("results: release lateness percentiles from the engine's histogram, over the run only",
+          "[unit][run][results][engine]") {
+  // Before the run: 1000 releases, all late by over 1 ms (an earlier run's); they must not count.
+  const auto a = engine_counters(1000, 1000, 0, 0,
+                                 {{"release_late_le_5000ns", 0}, {"release_late_le_100000ns", 0},
+                                  {"release_late_le_1000000ns", 0}, {"release_late_le_inf", 1000}});
+  // The run: 10,000 releases, 9,890 within 5 µs, 100 within 100 µs, 10 within 1 ms.
+  const auto b = engine_counters(11000, 1000, 0, 0,
+                                 {{"release_late_le_inf", 1000}, {"release_late_le_5000ns", 9890},
+                                  {"release_late_le_100000ns", 100}, {"release_late_le_1000000ns", 10}});
+  const auto j = engine_json(a, b, 1.0);
+  CHECK(j.at("release_late_p50_us").get<double>() == 5.0);
+  CHECK(j.at("release_late_p99_us").get<double>() == 100.0);   // 9,890 < 9,900 <= 9,990
+  CHECK(j.at("release_late_p999_us").get<double>() == 100.0);  // 9,990 of 10,000 within 100 µs
+  CHECK_FALSE(j.at("degraded").get<bool>());
+  CHECK(j.at("degraded_reasons").empty());
+  // The 99th percentile beyond the last finite bound: null, not a number.
+  const auto c = engine_counters(2000, 1000, 0, 0,
+                                 {{"release_late_le_5000ns", 900}, {"release_late_le_100000ns", 0},
+                                  {"release_late_le_1000000ns", 0}, {"release_late_le_inf", 1100}});
+  const auto k = engine_json(a, c, 1.0);
+  CHECK(k.at("release_late_p50_us").get<double>() == 5.0);
+  CHECK(k.at("release_late_p99_us").is_null());
+  // An engine without the histogram (an older one): no percentiles, the rest as before.
+  const auto old = engine_json(engine_counters(0, 0, 0, 0, {}), engine_counters(10, 0, 0, 0, {}), 1.0);
+  CHECK_FALSE(old.contains("release_late_p99_us"));
+  CHECK(old.at("releases").get<double>() == 10);
+}
+
+TEST_CASE("results: a run's emulation is degraded when the engine fell behind or its rings lost frames",
+          "[unit][run][results][engine]") {
+  const auto zero = engine_counters(0, 0, 0, 0, kNoHist);
+  SECTION("on time, nothing lost") {
+    const auto j = engine_json(zero, engine_counters(100'000, 999, 50'000, 5, kNoHist), 1.0);  // 0.999 %, 0.01 %
+    CHECK_FALSE(j.at("degraded").get<bool>());
+    CHECK(j.at("degraded_reasons").empty());
+    CHECK(j.at("thresholds").at("released_late_over_1ms_fraction").get<double>() == kDegradedLateOver1msFraction);
+    CHECK(j.at("thresholds").at("ring_dropped_fraction_of_received").get<double>() == kDegradedRingDropFraction);
+    CHECK(j.at("rx_frames").get<double>() == 50'000);
+  }
+  SECTION("more than 1 % of releases over 1 ms late") {
+    const auto j = engine_json(zero, engine_counters(100'000, 1'001, 50'000, 0, kNoHist), 1.0);
+    CHECK(j.at("degraded").get<bool>());
+    REQUIRE(j.at("degraded_reasons").size() == 1);
+    CHECK_THAT(j.at("degraded_reasons")[0].get<std::string>(),
+               Catch::Contains("1.00 % of packets released more than 1 ms late (threshold 1 %)"));
+  }
+  SECTION("the RX rings lost more than 1 in 10,000 frames") {
+    const auto j = engine_json(zero, engine_counters(100'000, 0, 100'000, 11, kNoHist), 1.0);
+    CHECK(j.at("degraded").get<bool>());
+    REQUIRE(j.at("degraded_reasons").size() == 1);
+    CHECK_THAT(j.at("degraded_reasons")[0].get<std::string>(), Catch::Contains("11 frames lost in the engine's RX rings"));
+    CHECK_THAT(j.at("degraded_reasons")[0].get<std::string>(), Catch::Contains("threshold 0.01 %"));
+  }
+  SECTION("both") {
+    const auto j = engine_json(zero, engine_counters(1000, 300, 1000, 200, kNoHist), 1.0);
+    CHECK(j.at("degraded").get<bool>());
+    CHECK(j.at("degraded_reasons").size() == 2);
+  }
+  SECTION("the verdict alone, on figures from elsewhere") {
+    json e = {{"released_late_over_1ms_fraction", 0.088}, {"rx_frames", 1e6}, {"rx_ring_dropped", 0.0}};
+    engine_assessment(e);
+    CHECK(e.at("degraded").get<bool>());
+    json fine = {{"released_late_over_1ms_fraction", 0.0005}};
+    engine_assessment(fine);
+    CHECK_FALSE(fine.at("degraded").get<bool>());
+  }
+}

@@ -82,11 +82,12 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
       shaper_ = std::make_unique<shaping::KernelShaper>(netlink::Socket::open_in(router), options.netem,
                                                         state_.router_ports);
     } else if (options.router_only) {
-      shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, state_.router_ports, options.seed);
+      shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, state_.router_ports, options.seed,
+                                                           options.engine_sched);
     } else {
       std::vector<const netlink::Netns*> gateways;
       for (const auto& dc : topo_.dcs) gateways.push_back(&kernel_->netns(lab::ns_gateway(topo_.name, dc.name)));
-      shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, gateways, options.seed);
+      shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, gateways, options.seed, options.engine_sched);
     }
     // Every trace checked before the first replay starts (and changes the topology).
     std::vector<std::tuple<LinkKey, replay::Trace, std::string>> traces;
@@ -274,6 +275,12 @@ std::vector<std::pair<std::string, std::uint64_t>> LabController::backend_counte
   std::lock_guard lock(mutex_);
   if (torn_down_ || !shaper_) return {};
   return shaper_->stats();
+}
+
+std::string LabController::backend_scheduling() {
+  std::lock_guard lock(mutex_);
+  if (torn_down_ || !shaper_) return {};
+  return shaper_->scheduling();
 }
 
 bool LabController::gates_flows() const {

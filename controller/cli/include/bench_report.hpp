@@ -109,7 +109,18 @@ nlohmann::json paired_speedup(const std::vector<std::optional<double>>& referenc
 /// the variant's).
 void add_repeat_ratios(nlohmann::json& variants, const std::string& baseline);
 
-/// bench.md: a line on what was run, the table (one row per variant), the skipped
+/// A run's engine figures for bench.json's `runs` entries (summary.json `engine`: its
+/// scheduling, lateness share over 1 ms and p99, ring drops, and the degraded verdict);
+/// null where the run had no engine block.
+nlohmann::json run_engine(const nlohmann::json& summary);
+
+/// The runs of bench.json's variants whose emulation was degraded (summary.json
+/// engine.degraded, in the variant's summary or its `runs` entries): each
+/// {"variant", "folder", "reasons"}.
+nlohmann::json degraded_runs(const nlohmann::json& variants);
+
+/// bench.md: a line on what was run, the table (one row per variant; "(degraded)" after the
+/// name of a variant with a degraded run, and those runs listed below it), the skipped
 /// variants with their reasons, and what the baseline, scale and backend are.
 std::string markdown(const nlohmann::json& bench);
 

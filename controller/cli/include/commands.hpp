@@ -18,6 +18,8 @@ struct UpArgs {
   bool no_spawn_agents = false;
   bool router_only = false;        // containers: this namespace is the WAN router (lab/router_only.hpp)
   std::optional<std::string> then;  // with --foreground: a command line to run once the lab is up
+  std::string engine_sched = "fifo:50";  // the userspace engine thread's scheduling (wanlab::parse_thread_sched)
+  std::optional<int> engine_cpu;         // ... and the CPU it is pinned to
 };
 int cmd_up(const UpArgs& a);
 /// Prepares this namespace (a container) as node NODE of a router-only lab, then execs

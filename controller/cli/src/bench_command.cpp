@@ -136,7 +136,11 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
                            {"bubble_fraction", s.value("bubble_fraction", json())},
                            {"wan_utilization", bench::wan_utilization(s)},
                            {"steal_fraction", stolen.empty() ? json() : stolen.back()},
-                           {"attempts", stolen}});
+                           {"attempts", stolen},
+                           {"engine", bench::run_engine(s)}});
+        if (s.contains("engine") && s["engine"].is_object() && s["engine"].value("degraded", false))
+          for (const auto& why : s["engine"].value("degraded_reasons", json::array()))
+            fmt::print("{}: WARNING: emulation degraded: {}\n", tag, why.get<std::string>());
         summaries[i] = std::move(s);
         continue;
       }
@@ -205,7 +209,8 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
       {"created_at", timestamp()}, {"baseline", baseline},
       {"policies", policies},      {"connections", connections},
       {"repeat", rounds},          {"variants", done},
-      {"skipped", skipped},        {"wanlab", build_info()}};
+      {"skipped", skipped},        {"wanlab", build_info()},
+      {"degraded_runs", bench::degraded_runs(done)}};
   const auto md = bench::markdown(result);
   try {
     write_text_file(out / "bench.json", result.dump(2) + "\n");

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "wanlab/arbiter/arbiter.hpp"
+#include "wanlab/run/results.hpp"
 
 namespace wanlab::cli::bench {
 namespace {
@@ -295,6 +296,34 @@ void add_repeat_ratios(json& variants, const std::string& baseline) {
   }
 }
 
+json run_engine(const json& summary) {
+  if (!summary.is_object() || !summary.contains("engine") || !summary.at("engine").is_object()) return nullptr;
+  const auto& e = summary.at("engine");
+  json out = json::object();
+  for (const char* k : {"scheduling", "released_late_over_1ms_fraction", "release_late_p99_us", "rx_ring_dropped",
+                        "rx_big_ring_dropped", "degraded", "degraded_reasons"})
+    if (e.contains(k)) out[k] = e.at(k);
+  return out;
+}
+
+json degraded_runs(const json& variants) {
+  json out = json::array();
+  for (const auto& v : variants) {
+    const auto name = v.value("name", std::string{"?"});
+    const auto add = [&](const json& engine, const std::string& folder) {
+      if (!engine.is_object() || !engine.value("degraded", false)) return;
+      for (const auto& o : out)
+        if (o.at("folder") == folder) return;  // the first run: in `summary` and in `runs`
+      out.push_back({{"variant", name}, {"folder", folder}, {"reasons", engine.value("degraded_reasons", json::array())}});
+    };
+    if (v.contains("summary") && v.at("summary").is_object() && v.at("summary").contains("engine"))
+      add(v.at("summary").at("engine"), v.value("folder", name));
+    for (const auto& r : v.value("runs", json::array()))
+      if (r.is_object() && r.contains("engine")) add(r.at("engine"), r.value("folder", name));
+  }
+  return out;
+}
+
 std::string markdown(const json& bench) {
   const auto baseline = bench.value("baseline", std::string{});
   const double scale = bench.value("scale", 1.0);
@@ -307,8 +336,11 @@ std::string markdown(const json& bench) {
       "GPU utilization (%) | bubble (%) | WAN utilization (%) |\n";
   md += "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   bool baseline_ran = false;
+  const json degraded = degraded_runs(bench.value("variants", json::array()));
   for (const auto& v : bench.value("variants", json::array())) {
     const auto name = v.value("name", std::string{"?"});
+    bool is_degraded = false;
+    for (const auto& d : degraded) is_degraded |= d.at("variant") == name;
     baseline_ran |= name == baseline;
     const auto& s = v.contains("summary") ? v.at("summary") : json::object();
     const auto at = [&](const char* pointer) {
@@ -316,13 +348,27 @@ std::string markdown(const json& bench) {
       return s.contains(p) ? s.at(p) : json();
     };
     const auto speedup = v.contains("ratios") ? v.at("ratios").value("iteration_time_speedup", json()) : json();
-    md += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", name,
-                      name == baseline ? " (baseline)" : "", v.value("policy", std::string{"?"}),
+    md += fmt::format("| {}{}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", name,
+                      name == baseline ? " (baseline)" : "", is_degraded ? " (degraded)" : "",
+                      v.value("policy", std::string{"?"}),
                       v.value("connections", 0), v.value("placement", std::string{"?"}),
                       fixed(at("/iteration_time_s/mean"), "{:.3f}"), fixed(at("/iteration_time_s/p99"), "{:.3f}"),
                       speedup.is_number() ? fmt::format("{:.2f}x", speedup.get<double>()) : "n/a",
                       fixed(at("/gpu_utilization/mean"), "{:.1f}", 100), fixed(at("/bubble_fraction"), "{:.1f}", 100),
                       fmt::format("{:.1f}", 100 * wan_utilization(s)));
+  }
+  if (!degraded.empty()) {
+    md += fmt::format(
+        "\n**Emulation degraded** in {} run{}: the userspace engine fell behind (more than {:g} % of packets released "
+        "over 1 ms late, or more than {:g} % of received frames lost in its RX rings), so those timings are the busy "
+        "host's as much as the emulated WAN's:\n\n",
+        degraded.size(), degraded.size() == 1 ? "" : "s", 100 * run::kDegradedLateOver1msFraction,
+        100 * run::kDegradedRingDropFraction);
+    for (const auto& d : degraded) {
+      std::string why;
+      for (const auto& r : d.at("reasons")) why += (why.empty() ? "" : "; ") + r.get<std::string>();
+      md += fmt::format("- `{}`: {}\n", d.at("folder").get<std::string>(), why);
+    }
   }
   const auto repeats = bench.value("repeat", 1);
   if (repeats > 1) {

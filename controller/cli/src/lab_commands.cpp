@@ -300,6 +300,25 @@ bool check_privileges(const char* what, bool namespaces) {
 }
 
 int cmd_up(const UpArgs& a) {
+  const auto sched = parse_thread_sched(a.engine_sched);
+  if (!sched) {
+    fmt::print(stderr, "wanlab: --engine-sched: {}\n", sched.error);
+    return 2;
+  }
+  ThreadSched engine_sched = sched.value;
+  if (a.engine_cpu) {
+    const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
+    if (*a.engine_cpu < 0 || *a.engine_cpu >= cpus) {
+      fmt::print(stderr, "wanlab: --engine-cpu: {} is not a CPU of this machine (0..{})\n", *a.engine_cpu, cpus - 1);
+      return 2;
+    }
+    if (sched.value.policy == ThreadSched::Policy::deadline) {
+      fmt::print(stderr, "wanlab: --engine-cpu: a SCHED_DEADLINE engine (--engine-sched {}) cannot be pinned to a CPU\n",
+                 a.engine_sched);
+      return 2;
+    }
+    engine_sched.cpu = a.engine_cpu;
+  }
   core::Topology topo;
   try {
     topo = core::load_topology(a.file);
@@ -355,6 +374,7 @@ int cmd_up(const UpArgs& a) {
   remove_leftovers(name);
 
   api::UpOptions options;
+  options.engine_sched = engine_sched;
   options.backend = a.backend;
   options.seed = a.seed;
   options.agents_tcp = a.agents_tcp;

@@ -53,6 +53,16 @@ int main(int argc, char** argv) {
                      "With --foreground: run this command line (words split on blanks, no shell) once the lab is "
                      "up, e.g. \"wanlab bench bench/scenarios/three-dc-7b.json\"; the lab stays up after it ends")
       ->type_name("CMD");
+  up_cmd->add_option("--engine-sched", up.engine_sched,
+                     "Scheduling of the userspace engine's thread: fifo:PRIORITY or rr:PRIORITY (real-time, 1-99; "
+                     "the kernel's RT throttling bounds it), deadline:RUNTIME/PERIOD (SCHED_DEADLINE, e.g. "
+                     "deadline:600us/1ms), nice[:N] (the fair scheduler, default -20) or off. Where the kernel "
+                     "refuses (no CAP_SYS_NICE) it falls back to nice -20 with a warning")
+      ->default_str("fifo:50")
+      ->type_name("POLICY");
+  up_cmd->add_option("--engine-cpu", up.engine_cpu,
+                     "Pin the userspace engine's thread to this CPU (give it one of its own where there are several)")
+      ->type_name("N");
 
   RunArgs run;
   auto* run_cmd = app.add_subcommand(

@@ -52,11 +52,20 @@ void print_summary(const nlohmann::json& s, const fs::path& out) {
   }
   if (s.contains("engine") && s["engine"].is_object()) {
     const auto& e = s["engine"];
-    fmt::print("  userspace engine {:.0f} % of a core, {:.0f} packets released {:.1f} µs late on average ({:.2f} % over "
-               "100 µs), {:.0f} frames lost in its RX rings\n",
-               100 * e.value("cpu_fraction_of_a_core", 0.0), e.value("releases", 0.0), e.value("release_late_mean_us", 0.0),
+    const auto p99 = e.value("release_late_p99_us", nlohmann::json());
+    fmt::print("  userspace engine ({}) {:.0f} % of a core, {:.0f} packets released {:.1f} µs late on average (p99 {}, "
+               "{:.2f} % over 100 µs, {:.3f} % over 1 ms), {:.0f} frames lost in its RX rings\n",
+               e.value("scheduling", std::string("scheduling unknown")), 100 * e.value("cpu_fraction_of_a_core", 0.0),
+               e.value("releases", 0.0), e.value("release_late_mean_us", 0.0),
+               p99.is_number() ? fmt::format("{:g} µs", p99.get<double>()) : std::string("over 100 ms"),
                100 * e.value("released_late_over_100us_fraction", 0.0),
+               100 * e.value("released_late_over_1ms_fraction", 0.0),
                e.value("rx_ring_dropped", 0.0) + e.value("rx_big_ring_dropped", 0.0));
+    if (e.value("degraded", false))
+      for (const auto& why : e.value("degraded_reasons", nlohmann::json::array()))
+        fmt::print("  WARNING: emulation degraded: {}; this run's timings are the busy host's as much as the WAN's "
+                   "(see --engine-sched)\n",
+                   why.get<std::string>());
   }
   fmt::print("  results in {}/ (summary.json, timeline.json: open in https://ui.perfetto.dev, links.csv)\n",
              out.string());

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -241,7 +244,37 @@ nlohmann::json engine_json(const BackendCounters& from, const BackendCounters& t
   }
   const double releases = d["releases"];
   const auto per_release = [&](double x) { return releases > 0 ? x / releases : 0.0; };
-  return {{"cpu_fraction_of_a_core", seconds > 0 ? d["cpu_us"] / 1e6 / seconds : 0.0},
+  // The lateness histogram: release_late_le_<bound>ns per bucket, release_late_le_inf last.
+  std::vector<std::pair<double, double>> hist;  // (upper bound in ns or +inf, releases in the run)
+  for (const auto& [k, v] : to) {
+    constexpr std::string_view prefix = "release_late_le_";
+    if (!k.starts_with(prefix)) continue;
+    std::string_view bound(k);
+    bound.remove_prefix(prefix.size());
+    double ns = std::numeric_limits<double>::infinity();
+    if (bound != "inf") {
+      if (!bound.ends_with("ns")) continue;
+      bound.remove_suffix(2);
+      std::uint64_t b = 0;
+      if (std::from_chars(bound.data(), bound.data() + bound.size(), b).ec != std::errc{}) continue;
+      ns = static_cast<double>(b);
+    }
+    const auto a = value(from, k);
+    hist.emplace_back(ns, a && v >= *a ? static_cast<double>(v - *a) : 0.0);
+  }
+  std::sort(hist.begin(), hist.end());
+  double in_hist = 0;
+  for (const auto& h : hist) in_hist += h.second;
+  const auto percentile = [&](double q) -> nlohmann::json {
+    if (in_hist <= 0) return nullptr;
+    double seen = 0;
+    for (const auto& [bound, n] : hist) {
+      seen += n;
+      if (seen >= q * in_hist) return std::isinf(bound) ? nlohmann::json() : nlohmann::json(bound / 1e3);
+    }
+    return nullptr;
+  };
+  nlohmann::json e = {{"cpu_fraction_of_a_core", seconds > 0 ? d["cpu_us"] / 1e6 / seconds : 0.0},
           {"releases", d["releases"]},
           {"release_late_mean_us", per_release(d["release_late_ns_total"]) / 1e3},
           {"released_late_over_100us_fraction", per_release(d["released_late_over_100us"])},
@@ -250,6 +283,35 @@ nlohmann::json engine_json(const BackendCounters& from, const BackendCounters& t
           {"rx_ring_dropped", d["rx_ring_dropped"]},
           {"rx_big_ring_dropped", d["rx_big_ring_dropped"]},
           {"tx_ring_full", d["tx_ring_full"]}};
+  if (const auto a = value(from, "rx_frames"), b = value(to, "rx_frames"); a && b)
+    e["rx_frames"] = *b >= *a ? static_cast<double>(*b - *a) : 0.0;
+  if (!hist.empty()) {
+    e["release_late_p50_us"] = percentile(0.5);
+    e["release_late_p99_us"] = percentile(0.99);
+    e["release_late_p999_us"] = percentile(0.999);
+  }
+  engine_assessment(e);
+  return e;
+}
+
+void engine_assessment(nlohmann::json& e) {
+  nlohmann::json reasons = nlohmann::json::array();
+  const double late = e.value("released_late_over_1ms_fraction", 0.0);
+  if (late > kDegradedLateOver1msFraction)
+    reasons.push_back(fmt::format("{:.2f} % of packets released more than 1 ms late (threshold {:g} %): the engine "
+                                  "did not get the CPU when it needed it",
+                                  100 * late, 100 * kDegradedLateOver1msFraction));
+  const double dropped = e.value("rx_ring_dropped", 0.0) + e.value("rx_big_ring_dropped", 0.0);
+  const double received = e.value("rx_frames", 0.0) + dropped;
+  if (dropped > 0 && dropped > kDegradedRingDropFraction * received)
+    reasons.push_back(fmt::format("{:.0f} frames lost in the engine's RX rings, {:.3f} % of {:.0f} (threshold {:g} %): "
+                                  "TCP sent them again though the emulated WAN never dropped them",
+                                  dropped, received > 0 ? 100 * dropped / received : 100.0, received,
+                                  100 * kDegradedRingDropFraction));
+  e["degraded"] = !reasons.empty();
+  e["degraded_reasons"] = std::move(reasons);
+  e["thresholds"] = {{"released_late_over_1ms_fraction", kDegradedLateOver1msFraction},
+                     {"ring_dropped_fraction_of_received", kDegradedRingDropFraction}};
 }
 
 }  // namespace wanlab::run

@@ -439,8 +439,10 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
         if (!a->engine_at_start.empty())
           if (auto e = engine_json(a->engine_at_start, lab.backend_counters(),
                                    static_cast<double>(steady_ns() - a->engine_at_start_ns) / 1e9);
-              !e.is_null())
+              !e.is_null()) {
+            if (auto how = lab.backend_scheduling(); !how.empty()) e["scheduling"] = std::move(how);
             summary["engine"] = std::move(e);
+          }
         if (const auto* pf = co.prefill()) {
           const auto& w = summary.at("window_s");
           summary["prefill"] = pf->summary(static_cast<std::int64_t>(w.at("start").get<double>() * 1e9),

@@ -1,5 +1,7 @@
 #include "wanlab/shaping/userspace_shaper.hpp"
 
+#include <fmt/format.h>
+
 #include "wanlab/core/address_plan.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/lab/wan_tc.hpp"
@@ -27,9 +29,10 @@ std::size_t gate_hold_packets(const core::Topology& topo, const core::WanLink& l
 
 namespace {
 
-EngineConfig engine_config(const core::Topology& topo, std::uint64_t seed) {
+EngineConfig engine_config(const core::Topology& topo, std::uint64_t seed, const ThreadSched& sched) {
   EngineConfig cfg;
   cfg.seed = seed;
+  cfg.sched = sched;
   // Small slots for the LAN's MTU-sized frames (jumbo ones included).
   cfg.ring.small.frame_size = topo.lan.mtu + 14 + 128 <= 2048 ? 2048 : 16384;
   for (const auto& l : topo.links) cfg.links.push_back({l.src, l.dst, model_params(topo, l)});
@@ -39,8 +42,9 @@ EngineConfig engine_config(const core::Topology& topo, std::uint64_t seed) {
 }  // namespace
 
 UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
-                                 const std::vector<const netlink::Netns*>& gateways, std::uint64_t seed) {
-  EngineConfig cfg = engine_config(topo, seed);
+                                 const std::vector<const netlink::Netns*>& gateways, std::uint64_t seed,
+                                 const ThreadSched& sched) {
+  EngineConfig cfg = engine_config(topo, seed, sched);
   for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
     const auto& dc = topo.dcs[k];
     EnginePort port;
@@ -54,8 +58,8 @@ UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netn
 }
 
 UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
-                                 const std::vector<std::string>& ports, std::uint64_t seed) {
-  EngineConfig cfg = engine_config(topo, seed);
+                                 const std::vector<std::string>& ports, std::uint64_t seed, const ThreadSched& sched) {
+  EngineConfig cfg = engine_config(topo, seed, sched);
   for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
     EnginePort port;
     port.ifname = ports.at(k);
@@ -123,6 +127,11 @@ std::vector<std::pair<std::string, std::uint64_t>> UserspaceShaper::stats() cons
       {"released_late_over_100us", s.released_late_over_100us},
       {"released_late_over_1ms", s.released_late_over_1ms},
       {"cpu_us", s.cpu_us}};
+  // Releases by lateness, one counter per bucket (run/results.hpp reads the percentiles).
+  for (std::size_t i = 0; i < kReleaseLateBoundsNs.size(); ++i)
+    out.emplace_back(i + 1 < kReleaseLateBoundsNs.size() ? fmt::format("release_late_le_{}ns", kReleaseLateBoundsNs[i])
+                                                         : std::string("release_late_le_inf"),
+                     s.release_late_hist[i]);
   // Flow gating, once the arbiter has used it.
   if (s.gated_flows > 0 || s.gate_dropped > 0)
     out.insert(out.end(), {{"gated_flows", s.gated_flows},

@@ -31,6 +31,7 @@
 #include "wanlab/lab/state.hpp"
 #include "wanlab/lab/teardown.hpp"
 #include "wanlab/replay/runner.hpp"
+#include "wanlab/shaping/engine.hpp"
 #include "wanlab/shaping/link_shaper.hpp"
 
 namespace wanlab::lab {
@@ -44,6 +45,7 @@ struct UpOptions {
   bool netem = false;            // decided by the caller (netlink::netem_available())
   std::uint64_t seed = 1;        // the userspace engine's jitter and loss
   int replay_priority = 1;       // SCHED_FIFO priority of replay threads (0: ordinary scheduling)
+  ThreadSched engine_sched = shaping::default_engine_sched();  // the userspace engine thread's (--engine-sched)
   // Agents (used by the daemon's run manager).
   std::optional<std::string> agents_tcp{};  // also accept agents on HOST:PORT (containers)
   std::string token{};                      // bearer token agents present over TCP
@@ -92,6 +94,8 @@ class LabController final : public Controller {
   std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> link_counters();
   /// The backend's own counters (`status` backend_counters; the userspace engine's), by name.
   std::vector<std::pair<std::string, std::uint64_t>> backend_counters();
+  /// How the backend's thread is scheduled (the userspace engine's), empty for none.
+  std::string backend_scheduling();
 
   // Flow gating on WAN link (src, dst) (DC indices), for the arbiter's windows; see
   // shaping::LinkShaper. Throw std::runtime_error where the backend cannot gate or the lab

@@ -69,7 +69,20 @@ using BackendCounters = std::vector<std::pair<std::string, std::uint64_t>>;
 /// `seconds` apart: its thread's CPU as a fraction of one core, how late it released packets
 /// (mean, and the shares more than 100 µs and 1 ms late), and the frames its RX rings lost.
 /// Null where the backend has no engine (the kernel backend) or a counter is missing.
+/// With the engine's lateness histogram (release_late_le_*), also its p50, p99 and p99.9:
+/// each the upper bound of the bucket it falls in (µs; null above the last finite bound).
+/// Then engine_assessment()'s verdict: `degraded`, `degraded_reasons`, `thresholds`.
 nlohmann::json engine_json(const BackendCounters& from, const BackendCounters& to, double seconds);
+
+/// When a run's emulation was degraded: the engine released more than this share of its
+/// packets over 1 ms late (it fell behind its own schedule: the host did not give it the CPU)...
+inline constexpr double kDegradedLateOver1msFraction = 0.01;
+/// ...or its RX rings lost more than this share of the frames they received (each a burst
+/// of TCP retransmissions the emulated WAN never caused).
+inline constexpr double kDegradedRingDropFraction = 0.0001;
+/// Adds `degraded` (bool), `degraded_reasons` (sentences) and `thresholds` to an engine
+/// block (engine_json's): the verdict on the figures it holds.
+void engine_assessment(nlohmann::json& engine);
 
 struct RunMeta {
   std::string run_id;

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "wanlab/common/thread.hpp"
 #include "wanlab/netlink/netlink.hpp"
 #include "wanlab/shaping/link_model.hpp"
 #include "wanlab/shaping/link_shaper.hpp"
@@ -56,12 +57,28 @@ struct EngineLink {
   LinkModelParams params;
 };
 
+/// The engine thread's scheduling unless `wanlab up --engine-sched` says otherwise:
+/// SCHED_FIFO 50. Under the fair scheduler, even at nice -20, a busy host (a build, other
+/// labs, two busy loops on 2 cores) delayed 9-29 % of its releases by more than 1 ms
+/// (bench/results/2026-11-26-engine-realtime.md). It sleeps between releases and spins at
+/// most kSpin (40 µs) before one, and the kernel's RT throttling (sched_rt_runtime_us)
+/// bounds what it can take of a CPU, so it cannot lock the machine up.
+ThreadSched default_engine_sched();
+/// Where a real-time policy is refused (a container without CAP_SYS_NICE): nice -20.
+ThreadSched engine_sched_fallback();
+
+/// The bounds (ns, inclusive) of EngineStats::release_late_hist's buckets; the last catches all.
+inline constexpr std::array<std::uint64_t, 15> kReleaseLateBoundsNs{
+    5'000,   10'000,    20'000,    50'000,    100'000,    150'000,     200'000,   300'000,
+    500'000, 1'000'000, 2'000'000, 5'000'000, 10'000'000, 100'000'000, UINT64_MAX};
+
 struct EngineConfig {
   std::vector<EnginePort> ports;
   std::vector<EngineLink> links;
   std::uint32_t lan_prefix = 0xC6120000;  // 198.18.0.0/16: DC k's LAN is lan_prefix + (k << 10), /22
   RingGeometry ring;
   std::uint64_t seed = 1;
+  ThreadSched sched = default_engine_sched();  // the engine thread's (fallback: engine_sched_fallback())
 };
 
 struct EngineStats {
@@ -88,6 +105,9 @@ struct EngineStats {
   std::uint64_t release_late_ns_max = 0;
   std::uint64_t released_late_over_100us = 0;
   std::uint64_t released_late_over_1ms = 0;
+  // Releases by lateness: bucket i counts those late by at most kReleaseLateBoundsNs[i]
+  // (and more than bucket i-1's bound), so a run's percentiles are two readings apart.
+  std::array<std::uint64_t, kReleaseLateBoundsNs.size()> release_late_hist{};
   std::uint64_t cpu_us = 0;  // the engine thread's CPU time (user + system, incl. softirq work run on it)
   // Flow gating, all links together.
   std::uint64_t gated_flows = 0;    // declared now
@@ -124,6 +144,9 @@ class Engine {
   /// the last set_flows, whichever is later; empty where none are declared.
   std::vector<FlowCounters> flow_counters(std::size_t src, std::size_t dst) const;
   EngineStats stats() const;
+  /// The engine thread's scheduling as it got it ("SCHED_FIFO 50", "nice -20 (fifo:50
+  /// refused: ...)"); empty until the thread has started.
+  std::string scheduling() const;
 
  private:
   struct Impl;

@@ -90,6 +90,9 @@ class LinkShaper {
 
   /// Backend-wide counters worth showing in `status` (name, value); none by default.
   virtual std::vector<std::pair<std::string, std::uint64_t>> stats() const { return {}; }
+  /// How the backend's own thread is scheduled (the userspace engine's: "SCHED_FIFO 50");
+  /// empty where it has none.
+  virtual std::string scheduling() const { return {}; }
 };
 
 }  // namespace wanlab::shaping

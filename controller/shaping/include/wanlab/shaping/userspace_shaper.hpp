@@ -24,13 +24,14 @@ class UserspaceShaper final : public LinkShaper {
   /// `router` and `gateways` (per DC index) are the lab's namespaces; the router must not
   /// forward in the kernel (the lab plan for this backend turns forwarding off there).
   UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
-                  const std::vector<const netlink::Netns*>& gateways, std::uint64_t seed);
+                  const std::vector<const netlink::Netns*>& gateways, std::uint64_t seed,
+                  const ThreadSched& sched = default_engine_sched());
   /// A router-only lab (lab/router_only.hpp): the engine runs in `router` on `ports[k]`
   /// (toward DC k; IPv4 forwarding off there) and sends each frame straight to its
   /// destination node, at the node's hardware address from the address plan
   /// (core::node_mac; the nodes of router-only labs set it).
   UserspaceShaper(const core::Topology& topo, const netlink::Netns& router, const std::vector<std::string>& ports,
-                  std::uint64_t seed);
+                  std::uint64_t seed, const ThreadSched& sched = default_engine_sched());
   ~UserspaceShaper() override;
   std::string backend() const override { return "userspace"; }
   bool applies_delay() const override { return true; }
@@ -41,6 +42,7 @@ class UserspaceShaper final : public LinkShaper {
   void set_gate(const core::Topology& topo, const core::WanLink& link, int flow, bool open) override;
   std::vector<FlowCounters> flow_counters(const core::Topology& topo, const core::WanLink& link) override;
   std::vector<std::pair<std::string, std::uint64_t>> stats() const override;
+  std::string scheduling() const override { return engine_->scheduling(); }
 
  private:
   std::unique_ptr<Engine> engine_;
