@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace wanlab::fuzz {
 
@@ -24,14 +25,21 @@ namespace wanlab::fuzz {
   } while (0)
 
 /// A file of this process's own (TMPDIR, else /tmp) rewritten with each input, for the
-/// readers that take a path.
+/// readers that take a path; removed when the process exits.
 inline const std::filesystem::path& scratch_file(const char* name) {
-  static const std::filesystem::path path = [&] {
+  struct Scratch {
+    std::filesystem::path path;
+    ~Scratch() {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+    }
+  };
+  static const Scratch scratch{[&] {
     const char* dir = std::getenv("TMPDIR");
     return std::filesystem::path(dir != nullptr && *dir != '\0' ? dir : "/tmp") /
            ("wanlab-fuzz-" + std::to_string(::getpid()) + "-" + name);
-  }();
-  return path;
+  }()};
+  return scratch.path;
 }
 inline void write_file(const std::filesystem::path& path, const std::uint8_t* data, std::size_t size) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

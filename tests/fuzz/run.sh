@@ -137,7 +137,7 @@ for h in "${harnesses[@]}"; do
   log=$build_dir/logs/$h.log
   echo "fuzz: $h for $what"
   set +e
-  "$build_dir/tests/fuzz/fuzz_$h" "${limit[@]}" "${dict[@]}" -max_len=16384 -timeout=25 \
+  "$build_dir/tests/fuzz/fuzz_$h" "${limit[@]}" "${dict[@]}" -max_len=4096 -timeout=25 \
     -rss_limit_mb=2048 -malloc_limit_mb=512 -error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 \
     -artifact_prefix="$build_dir/artifacts/$h-" "$corpus" "$seeds/$h" >"$log" 2>&1
   rc=$?

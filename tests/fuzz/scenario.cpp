@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     nlohmann::json doc;
     try {
       doc = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error&) {
+    } catch (const nlohmann::json::exception&) {
       const auto& file = fuzz::scratch_file("scenario.json");
       fuzz::write_file(file, data, size);
       workload::load_scenario(file);

@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     nlohmann::json doc;
     try {
       doc = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error&) {
+    } catch (const nlohmann::json::exception&) {
       // Not JSON: through the file reader, whose diagnostic places the error.
       const auto& file = fuzz::scratch_file("topology.json");
       fuzz::write_file(file, data, size);

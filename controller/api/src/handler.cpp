@@ -45,7 +45,7 @@ nlohmann::json parse_body(const std::string& body) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw ApiError(400, "bad_json", fmt::format("body is not JSON: {}", e.what()));
   }
   if (!j.is_object()) throw ApiError(400, "bad_request", "body must be a JSON object");
