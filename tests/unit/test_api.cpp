@@ -90,6 +90,10 @@ TEST_CASE("API handlers", "[unit][api]") {
   }
   SECTION("malformed JSON, wrong methods, unknown paths, controller errors") {
     CHECK(api::handle({"POST", "/v1/links/use/euw", "{rate"}, c).body["error"]["code"] == "bad_json");
+    // A number no double holds is the client's error too (was 500 "internal").
+    auto overflow = api::handle({"POST", "/v1/links/use/euw", R"({"loss": 1e999})"}, c);
+    CHECK(overflow.status == 400);
+    CHECK(overflow.body["error"]["code"] == "bad_json");
     CHECK(api::handle({"POST", "/v1/status", ""}, c).status == 405);
     CHECK(api::handle({"GET", "/v1/links/use/euw", ""}, c).status == 405);
     CHECK(api::handle({"GET", "/v2/status", ""}, c).status == 404);

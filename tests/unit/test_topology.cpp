@@ -810,6 +810,18 @@ TEST_CASE("bad JSON reports line and column", "[unit][topology][files]") {
     CHECK_THAT(d.reason, !Contains("[json.exception"));
   }
 
+  // A number no double holds: nlohmann throws out_of_range (406), not parse_error; it
+  // escaped load_topology and load_scenario (found by tests/fuzz).
+  const auto overflow = dir.write("overflow.json", "{\"name\": \"x\", \"lan\": {\"mtu\": 1e954}}");
+  try {
+    load_topology(overflow);
+    FAIL("expected a ConfigError");
+  } catch (const ConfigError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(e.diagnostics()[0].file == overflow.string());
+    CHECK(e.diagnostics()[0].reason == "invalid JSON: number overflow parsing '1e954'");
+  }
+
   const auto truncated = dir.write("truncated.json", "{\"name\": \"x\",\n");
   try {
     load_topology(truncated);

@@ -280,6 +280,16 @@ TEST_CASE("bad JSON names the line and column", "[unit][workload][scenario]") {
     CHECK_THAT(e.diagnostics()[0].reason, Contains("invalid JSON at line 3, column 14"));  // the end of "7b"
   }
   CHECK_THROWS_WITH(load_scenario(dir.path() / "none.json"), Contains("cannot read the file"));
+  // A number no double holds (found by tests/fuzz): a ConfigError, not json::out_of_range.
+  const auto overflow = dir.write("overflow.json", "{\"name\": \"x\", \"scale\": -1e400}");
+  try {
+    load_scenario(overflow);
+    FAIL("expected a ConfigError");
+  } catch (const core::ConfigError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(e.diagnostics()[0].file == overflow.string());
+    CHECK(e.diagnostics()[0].reason == "invalid JSON: number overflow parsing '-1e400'");
+  }
 }
 
 TEST_CASE("the topology path resolves against the scenario's folder", "[unit][workload][scenario]") {

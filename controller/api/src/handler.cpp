@@ -51,7 +51,7 @@ nlohmann::json parse_body(const std::string& body) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
     // nlohmann quotes the bytes it last read, which need not be UTF-8.
     throw ApiError(400, "bad_json", fmt::format("body is not JSON: {}", printable(e.what(), 300)));
   }

@@ -228,6 +228,12 @@ json read_document(const std::string& file, core::Diagnostics& d) {
   } catch (const json::parse_error& e) {
     d.add("", json_error_reason(text, e));
     d.throw_if_any();
+  } catch (const json::out_of_range& e) {
+    // A number beyond a double (1e999): nlohmann says which, not where.
+    std::string_view detail = e.what();
+    if (auto bracket = detail.find("] "); bracket != std::string_view::npos) detail.remove_prefix(bracket + 2);
+    d.add("", fmt::format("invalid JSON: {}", detail));
+    d.throw_if_any();
   }
   return {};
 }
