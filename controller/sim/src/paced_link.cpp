@@ -38,18 +38,24 @@ bool PacedBursts::start(std::uint32_t id, const std::vector<FlowNetwork::LinkId>
 }
 
 void PacedBursts::handle(const Event& event, Nanos now) {
-  if (const auto* e = std::get_if<ev::PacedCut>(&event)) {
-    if (e->gen == links_[e->link].gen) {
-      links_[e->link].next_cut = -1;
-      cut(e->link, now);
-      schedule(e->link, now);
+  switch (event.index()) {
+    case variant_index<ev::PacedCut>(): {
+      const auto& e = std::get<ev::PacedCut>(event);
+      if (e.gen == links_[e.link].gen) {
+        links_[e.link].next_cut = -1;
+        cut(e.link, now);
+        schedule(e.link, now);
+      }
+      break;
     }
-  } else if (const auto* r = std::get_if<ev::PacedResend>(&event)) {
-    resend(r->message, now);
-  } else if (const auto* a = std::get_if<ev::PacedAck>(&event)) {
-    ack_event(a->link, now);
-  } else if (const auto* c = std::get_if<ev::StreamCheck>(&event)) {
-    if (c->gen == links_[c->link].gen) stream_check(c->link, now);
+    case variant_index<ev::PacedResend>(): resend(std::get<ev::PacedResend>(event).message, now); break;
+    case variant_index<ev::PacedAck>(): ack_event(std::get<ev::PacedAck>(event).link, now); break;
+    case variant_index<ev::StreamCheck>(): {
+      const auto& c = std::get<ev::StreamCheck>(event);
+      if (c.gen == links_[c.link].gen) stream_check(c.link, now);
+      break;
+    }
+    default: break;
   }
 }
 

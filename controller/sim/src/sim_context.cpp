@@ -77,17 +77,6 @@ std::uint32_t SimContext::group_of(int worker) const {
   return static_cast<std::uint32_t>(worker / tp);
 }
 
-void SimContext::set_owner(std::uint32_t flow, FlowOwner o) {
-  if (owners.size() <= flow) owners.resize(flow + 1);
-  owners[flow] = o;
-}
-
-void SimContext::on_wire(const Message& m, Nanos now) {
-  // (Every WAN message is an arbiter transfer, asked for when it is sent.)
-  if (m.link == kNoLink) return;
-  if (wire[m.transfer].first < 0) wire[m.transfer].first = now;
-}
-
 void SimContext::start_acks(std::size_t link, double wire_bytes, double ceiling_bps, Nanos now) {
   if (!opt.acks || wire_bytes <= 0) return;
   const auto back = reverse[link];

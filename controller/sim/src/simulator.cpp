@@ -120,30 +120,33 @@ class Simulation final : public BurstHost {
     }
   }
 
+  template <class... F>
+  struct Overloaded : F... {
+    using F::operator()...;
+  };
+
   void handle(const Event& e, Nanos now) {
-    if (const auto* w = std::get_if<ev::Wake>(&e)) {
-      auto& g = groups_[w->group];
-      if (g.wait == Group::Wait::compute) {
-        g.wait = Group::Wait::none;
-        ++g.pc;
-      }
-      advance(w->group, now);
-    } else if (const auto* d = std::get_if<ev::Deliver>(&e)) {
-      deliver(d->message, now);
-    } else if (const auto* c = std::get_if<ev::CollectiveEnd>(&e)) {
-      collective_end(c->collective, now);
-    } else if (std::holds_alternative<ev::Deadline>(e)) {
-      // Deadlines move on with every progress report; only one still due matters.
-      if (const auto dl = arb_->next_deadline(); dl && *dl <= now) arbiter_touched_ = true;
-    } else if (std::holds_alternative<ev::Tick>(e)) {
-      tick(now);
-    } else if (const auto* cap = std::get_if<ev::Capacity>(&e)) {
-      capacity_step(cap->trace, cap->step, now);
-    } else if (const auto* s = std::get_if<ev::SlowStart>(&e)) {
-      slow_start_step(s->message, now);
-    } else {
-      bursts_->handle(e, now);
-    }
+    std::visit(Overloaded{
+                   [&](const ev::Wake& w) {
+                     auto& g = groups_[w.group];
+                     if (g.wait == Group::Wait::compute) {
+                       g.wait = Group::Wait::none;
+                       ++g.pc;
+                     }
+                     advance(w.group, now);
+                   },
+                   [&](const ev::Deliver& d) { deliver(d.message, now); },
+                   [&](const ev::CollectiveEnd& c) { collective_end(c.collective, now); },
+                   [&](const ev::Deadline&) {
+                     // Deadlines move on with every progress report; only one still due matters.
+                     if (const auto dl = arb_->next_deadline(); dl && *dl <= now) arbiter_touched_ = true;
+                   },
+                   [&](const ev::Tick&) { tick(now); },
+                   [&](const ev::Capacity& c) { capacity_step(c.trace, c.step, now); },
+                   [&](const ev::SlowStart& s) { slow_start_step(s.message, now); },
+                   [&](const auto&) { bursts_->handle(e, now); },  // the burst model's own
+               },
+               e);
   }
 
   // ---- workers ----

@@ -4,6 +4,7 @@
 // pushed, so a run is the same every time).
 #include <cstdint>
 #include <queue>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -52,6 +53,15 @@ struct StreamCheck {  // Bursts::paced: has the link caught up with the streamed
 using Event = std::variant<ev::Wake, ev::Deliver, ev::CollectiveEnd, ev::Deadline, ev::Tick, ev::Capacity,
                            ev::SlowStart, ev::Retransmit, ev::PacedCut, ev::PacedResend, ev::PacedAck,
                            ev::StreamCheck>;
+
+/// The index of event kind T in Event (for a switch over event.index()).
+template <class T, std::size_t I = 0>
+constexpr std::size_t variant_index() {
+  if constexpr (std::is_same_v<std::variant_alternative_t<I, Event>, T>)
+    return I;
+  else
+    return variant_index<T, I + 1>();
+}
 
 class EventQueue {
  public:

@@ -123,9 +123,16 @@ class SimContext {
   std::uint32_t group_of(int worker) const;
   /// Connections one flow of `m` stands for.
   double weight_of(const Message& m) const { return static_cast<double>(tp) * (m.link == kNoLink ? 1 : k); }
-  void set_owner(std::uint32_t flow, FlowOwner o);
-  /// A WAN transfer's bytes on the link: the first time they start.
-  void on_wire(const Message& m, Nanos now);
+  void set_owner(std::uint32_t flow, FlowOwner o) {
+    if (owners.size() <= flow) owners.resize(flow + 1);
+    owners[flow] = o;
+  }
+  /// A WAN transfer's bytes on the link: the first time they start. (Every WAN message is
+  /// an arbiter transfer, asked for when it is sent.)
+  void on_wire(const Message& m, Nanos now) {
+    if (m.link == kNoLink) return;
+    if (wire[m.transfer].first < 0) wire[m.transfer].first = now;
+  }
   /// The ACKs of `wire` bytes of data on WAN link `link`, as a flow on the reverse link at
   /// kAckFraction of the data's rate (at most the forward link's rate, or `ceiling_bps`,
   /// the data's own ceiling over all its connections).
