@@ -2,6 +2,10 @@
 // The flow-level simulator: a scenario's worker programs (workload::Plan) executed on a
 // virtual clock over a fluid network (flow_network.hpp), with the WAN windows of the same
 // arbiter the lab runs. Pure: everything comes in as arguments, nothing is read or written.
+// Its parts: the event loop and the arbiter bridge (simulator.cpp), typed events
+// (event_queue.hpp), shared state (sim_context.hpp), the workers' ops (workers.hpp), TCP
+// (tcp_model.hpp), the burst models (burst_model.hpp: shared, fifo; paced_link.hpp: paced),
+// the all-reduce (collectives.hpp).
 //
 // What it models, per iteration, as the lab runs it:
 //   - compute: an op's FLOPs at the worker's effective FLOP/s (workload::modeled_compute);
@@ -132,9 +136,9 @@ struct SimOptions {
   /// Bursts::paced, faster: while every message entering a link is past slow start and its
   /// window holds all the rest of it, pieces are this long (or end with a message's last
   /// byte) and the link sends each as it fills; their ACKs come back as those of
-  /// paced_piece_ns pieces would. Fewer pieces at thousands of GPUs under exclusive windows;
-  /// results move by a few percent against plain pieces (bench/README.md, "Streamed
-  /// pieces"). 0: plain pieces only.
+  /// paced_piece_ns pieces would. Fewer pieces at thousands of GPUs under exclusive windows,
+  /// at the cost of results a little off plain pieces' (bench/README.md, "Streamed
+  /// pieces", has how far). 0: plain pieces only.
   std::int64_t paced_stream_ns = 0;
   /// Every WAN data flow sends its ACKs back on the reverse link, as the lab's TCP does:
   /// one 66-byte frame (Ethernet, IP, TCP with timestamps) per two full segments (Linux's
@@ -153,8 +157,8 @@ struct SimOptions {
   /// real GPUs and hosts vary from op to op by more than the default 0.1 %, and a FIFO
   /// queue (Bursts::paced) turns the smallest head start into a lasting one, as it does in
   /// the lab (bench/README.md, "Simulator", "Pipelines in lockstep" and "TCP into a FIFO
-  /// queue"; the cross-check's results hardly move between 0.01 % and 5 %). 0: the FLOP
-  /// model's times exactly. At most 0.5.
+  /// queue", with the cross-check's results against the jitter). 0: the FLOP model's times
+  /// exactly. At most 0.5.
   double compute_jitter = 0.001;
   /// The link's queue holds what the lab's does (the topology's `queue`, or 1.5 x the
   /// bandwidth-delay product at the run's rate): the part of a burst that finds it full is

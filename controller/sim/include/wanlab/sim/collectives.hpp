@@ -1,0 +1,58 @@
+#pragma once
+// The simulated DP all-reduce: a ring among the replicas of a stage
+// (program::Op::allreduce). With every step taking the same time c, rank r starts step k at
+// max over d <= k of (entry of rank r-d) + k c, so every rank ends at max(entries) +
+// 2(n-1) c: the collective starts when its last rank enters, all ranks step together, and
+// each ring hop carries 2(n-1) chunks. It is run that way: one flow per ring hop with all
+// its steps' bytes, ending when the last hop's flow is done plus 2(n-1) one-way delays of
+// the slowest hop (ev::CollectiveEnd).
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "wanlab/common/program.hpp"
+#include "wanlab/sim/sim_context.hpp"
+
+namespace wanlab::sim {
+
+class Collectives {
+ public:
+  struct Place {  // where a TP group runs
+    std::size_t dc = 0;
+    std::size_t node = 0;  // global node index
+  };
+  struct Collective {
+    std::vector<std::uint32_t> members;  // groups, ring order
+    std::vector<Nanos> entry;            // when each entered (-1: not yet)
+    int entered = 0;
+    int iteration = 0;
+    int hops_left = 0;
+    Nanos last_finish = 0;
+    Nanos step_delay = 0;
+    std::size_t steps = 0;
+  };
+
+  /// `places`: every TP group's, by group.
+  Collectives(SimContext& ctx, std::vector<Place> places);
+
+  /// Group `group` enters the all-reduce `op` (its ring of workers, TP rank 0 of each),
+  /// its `seq`-th of iteration `iteration`. The last to enter starts the ring's flows, and
+  /// ev::CollectiveEnd comes when they are done. Returns the collective's index. Throws
+  /// std::invalid_argument for a ring that lacks the group or crosses a DC pair without a
+  /// WAN link.
+  std::uint32_t enter(std::uint32_t group, int iteration, int seq, const program::Op& op, Nanos now);
+  /// One of the collective's hop flows is done.
+  void hop_done(std::uint32_t collective, Nanos now);
+  const Collective& operator[](std::uint32_t collective) const { return all_[collective]; }
+
+ private:
+  void start_hops(std::uint32_t ci, const program::Op& op, Nanos now);
+
+  SimContext& ctx_;
+  std::vector<Place> places_;
+  std::vector<Collective> all_;
+  std::map<std::tuple<int, int, int>, std::uint32_t> open_;  // (ring's first worker, iteration, seq)
+};
+
+}  // namespace wanlab::sim

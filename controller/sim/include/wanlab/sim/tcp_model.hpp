@@ -1,0 +1,128 @@
+#pragma once
+// The simulator's TCP: what one (sender, receiver) pair's connections do with their
+// window. Pure arithmetic on a virtual clock; the pair's tp x connections connections are
+// alike, so one state stands for each of them.
+//
+//   - TcpWindow (SimOptions::Bursts::paced): Linux's CUBIC sender as far as the model needs
+//     it: a congestion window that grows in slow start by what is ACKed while at least half
+//     of it is in use (the rule for an application-limited sender), until HyStart's delay
+//     test sees the queue; then by CUBIC's TCP-friendly half segment per round trip while it
+//     is full; cut to kCubicBeta of itself once per round trip on a loss; a smoothed RTT;
+//     Linux's pacing rate.
+//   - SlowStartWindow (SimOptions::slow_start with the other burst models): a window that
+//     starts at the initial window and doubles every RTT while the pair sends.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "wanlab/sim/flow_network.hpp"
+#include "wanlab/sim/simulator.hpp"
+
+namespace wanlab::sim {
+
+inline constexpr double kCubicBeta = 0.7;  // CUBIC's window after a loss, as a fraction of before
+/// CUBIC's TCP-friendly growth in congestion avoidance, segments per window ACKed:
+/// 3 beta' / (2 - beta') with beta' = 1 - kCubicBeta.
+inline constexpr double kRenoFriendly = 3 * (1 - kCubicBeta) / (2 - (1 - kCubicBeta));
+inline constexpr double kHystartLowWindow = 16;  // segments: HyStart waits for this window
+
+/// One connection's congestion control (bytes and ns).
+struct TcpWindow {
+  double cwnd = 0;  // congestion window; 0: the pair has not sent yet
+  double ssthresh = std::numeric_limits<double>::infinity();  // infinity: in its first slow start
+  double inflight = 0;      // sent, not yet ACKed or found lost
+  double srtt = 0;          // smoothed RTT
+  Nanos recovery_until = -1;  // losses before then are the loss event already counted
+  double resent = 0;        // lost to a full queue and sent again
+  Nanos round_mark = -1;    // HyStart: ACKs of what was sent from here on start a new round
+  bool round_sampled = true;
+
+  /// The first message of the pair: the initial window (at most `window`, the most a
+  /// connection keeps in flight), the path's RTT as the first SRTT. Later ones: nothing.
+  void start(double window, double initial_window, Nanos path_rtt);
+  /// Bytes it may still put in flight.
+  double room() const { return cwnd - inflight; }
+  /// Linux's pacing rate (bytes per ns): ratio x cwnd / SRTT, the ratio 2 in slow start
+  /// below half the threshold, else `ca_ratio` (tcp_pacing_ca_ratio).
+  double pacing_rate(double ca_ratio) const;
+  /// ACKs of `acked` bytes: sent at `sent`, back at `back` (the RTT sample is back - sent),
+  /// taken in at `at`. Slow start grows the window by what was ACKed while at least half
+  /// of it was in use, until HyStart sees a round's first ACKs more than RTT / 8 (4 to
+  /// 16 ms) above `path_rtt`; congestion avoidance grows it by kRenoFriendly segments per
+  /// window ACKed while it is full. At most `window`.
+  void on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos path_rtt, double window);
+  /// Bytes lost to a full queue at `now`: CUBIC's cut, once per round trip (true if this
+  /// loss cut the window).
+  bool on_loss(Nanos now);
+};
+
+/// Slow start for flows shared max-min (SimOptions::slow_start): the pair's window,
+/// kept between messages.
+struct SlowStartWindow {
+  double cwnd = 0;  // 0: the pair has not sent yet
+  Nanos last_active = -1;
+
+  /// A message starts at `now` on a path of `rtt`: the window it starts with (at most
+  /// `window`). The pair's window starts over at `initial_window` the first time, and with
+  /// `after_idle` (the scenario's tcp_slow_start_after_idle) when it was idle longer than
+  /// an RTO, max(200 ms, RTT).
+  double begin(Nanos now, Nanos rtt, double initial_window, double window, bool after_idle);
+  /// The window one RTT later.
+  static double next(double cwnd, double window) { return std::min(window, 2 * cwnd); }
+  /// The message whose window reached `cwnd` is done at `now`: the pair keeps it.
+  void end(double reached, Nanos now) {
+    cwnd = reached;
+    last_active = now;
+  }
+};
+
+// Inline: the paced model asks for rates and takes ACKs in at every cut, per message.
+inline void TcpWindow::start(double window, double initial_window, Nanos path_rtt) {
+  if (cwnd > 0) return;
+  cwnd = std::min(window, initial_window);
+  srtt = static_cast<double>(path_rtt);
+}
+
+inline double TcpWindow::pacing_rate(double ca_ratio) const {
+  const double ratio = cwnd < ssthresh / 2 ? 2.0 : ca_ratio;
+  return ratio * cwnd / std::max(1.0, srtt);
+}
+
+inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos path_rtt, double window) {
+  const double used = inflight;  // in flight when these were ACKed, them included
+  inflight = std::max(0.0, inflight - acked);
+  const double sample = static_cast<double>(back - sent);
+  srtt = srtt > 0 ? 0.875 * srtt + 0.125 * sample : sample;
+  if (sent >= round_mark) {  // a new round: its first ACKs are HyStart's sample
+    round_mark = at;
+    round_sampled = false;
+  }
+  if (cwnd < ssthresh) {
+    if (2 * used >= cwnd) cwnd = std::min(window, cwnd + acked);
+    // HyStart (CUBIC's delay test): the round's first ACKs came back later than the path's
+    // RTT by more than RTT / 8 (4 to 16 ms): the queue is filling, slow start ends.
+    const double rtt = static_cast<double>(path_rtt);
+    if (!round_sampled && cwnd >= kHystartLowWindow * kMss && sample - rtt > std::clamp(rtt / 8, 4e6, 16e6))
+      ssthresh = cwnd;
+  } else if (used >= cwnd - kMss) {
+    cwnd = std::min(window, cwnd + kRenoFriendly * kMss * acked / cwnd);
+  }
+  round_sampled = true;
+}
+
+inline bool TcpWindow::on_loss(Nanos now) {
+  if (now < recovery_until) return false;
+  // One loss event per round trip: CUBIC's cut, and congestion avoidance.
+  cwnd = std::max(2 * kMss, cwnd * kCubicBeta);
+  ssthresh = cwnd;
+  recovery_until = now + static_cast<Nanos>(srtt);
+  return true;
+}
+
+inline double SlowStartWindow::begin(Nanos now, Nanos rtt, double initial_window, double window, bool after_idle) {
+  const Nanos rto = std::max<Nanos>(200'000'000, rtt);
+  if (cwnd <= 0 || (after_idle && last_active >= 0 && now - last_active > rto)) cwnd = initial_window;
+  return std::min(cwnd, window);
+}
+
+}  // namespace wanlab::sim

@@ -1,0 +1,144 @@
+// The simulator's TCP model (sim/tcp_model.hpp): slow start by what is ACKed while the
+// window is in use, HyStart's delay test, CUBIC's cut and TCP-friendly growth, the pacing
+// rate, and the shared flows' slow start.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "wanlab/sim/tcp_model.hpp"
+
+using namespace wanlab::sim;
+
+namespace {
+constexpr Nanos kRtt = 20'000'000;
+constexpr double kWindow = 4 << 20;
+}  // namespace
+
+TEST_CASE("a TCP window starts at the initial window and the path's RTT, once", "[unit][sim][sim-parts]") {
+  TcpWindow w;
+  w.start(kWindow, 10 * kMss, kRtt);
+  CHECK(w.cwnd == 10 * kMss);
+  CHECK(w.srtt == static_cast<double>(kRtt));
+  CHECK(std::isinf(w.ssthresh));
+  w.cwnd = 50 * kMss;
+  w.start(kWindow, 10 * kMss, 2 * kRtt);  // the pair's later messages keep what it reached
+  CHECK(w.cwnd == 50 * kMss);
+  CHECK(w.srtt == static_cast<double>(kRtt));
+
+  TcpWindow small;
+  small.start(4 * kMss, 10 * kMss, kRtt);  // never above the window
+  CHECK(small.cwnd == 4 * kMss);
+}
+
+TEST_CASE("slow start grows by what is ACKed only while half the window is in use", "[unit][sim][sim-parts]") {
+  TcpWindow w;
+  w.start(kWindow, 10 * kMss, kRtt);
+  w.inflight = 10 * kMss;  // all of it in flight
+  w.on_ack(5 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
+  CHECK(w.cwnd == 15 * kMss);
+  CHECK(w.inflight == 5 * kMss);
+
+  TcpWindow idle;  // an application-limited sender: a quarter of the window in flight
+  idle.start(kWindow, 10 * kMss, kRtt);
+  idle.inflight = 2 * kMss;
+  idle.on_ack(2 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
+  CHECK(idle.cwnd == 10 * kMss);
+  CHECK(idle.inflight == 0);
+
+  TcpWindow capped;
+  capped.start(kWindow, 10 * kMss, kRtt);
+  capped.cwnd = kWindow - kMss;
+  capped.inflight = capped.cwnd;
+  capped.on_ack(10 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
+  CHECK(capped.cwnd == kWindow);
+}
+
+TEST_CASE("HyStart ends slow start when a round's first ACKs see the queue", "[unit][sim][sim-parts]") {
+  TcpWindow w;
+  w.start(kWindow, 10 * kMss, kRtt);
+  w.cwnd = 32 * kMss;  // above HyStart's low window
+  w.inflight = 32 * kMss;
+  // RTT 20 ms: the threshold is max(4 ms, 20 / 8 ms) = 4 ms above it. 3 ms more: on.
+  w.on_ack(kMss, kRtt + 3'000'000, 0, kRtt + 3'000'000, kRtt, kWindow);
+  CHECK(std::isinf(w.ssthresh));
+  // Within the same round (sent before its mark), a later sample is not HyStart's.
+  w.on_ack(kMss, kRtt + 4'000'000, 1, kRtt + 10'000'001, kRtt, kWindow);
+  CHECK(std::isinf(w.ssthresh));
+  // The next round's first ACKs, 5 ms late: slow start ends at the window it has.
+  const Nanos sent = kRtt + 3'000'000;
+  w.on_ack(kMss, sent + kRtt + 5'000'000, sent, sent + kRtt + 5'000'000, kRtt, kWindow);
+  CHECK(w.ssthresh == w.cwnd);
+
+  TcpWindow low;  // below 16 segments HyStart waits
+  low.start(kWindow, 10 * kMss, kRtt);
+  low.inflight = 10 * kMss;
+  low.on_ack(kMss, 2 * kRtt, 0, 2 * kRtt, kRtt, kWindow);
+  CHECK(std::isinf(low.ssthresh));
+}
+
+TEST_CASE("a loss cuts the window by CUBIC's beta once per round trip", "[unit][sim][sim-parts]") {
+  TcpWindow w;
+  w.start(kWindow, 10 * kMss, kRtt);
+  w.cwnd = 100 * kMss;
+  CHECK(w.on_loss(1'000'000));
+  CHECK(w.cwnd == Approx(70 * kMss));
+  CHECK(w.ssthresh == w.cwnd);
+  CHECK(w.recovery_until == 1'000'000 + kRtt);
+  CHECK_FALSE(w.on_loss(1'000'000 + kRtt - 1));  // the same loss event
+  CHECK(w.cwnd == Approx(70 * kMss));
+  CHECK(w.on_loss(1'000'000 + kRtt));
+  CHECK(w.cwnd == Approx(49 * kMss));
+
+  TcpWindow tiny;  // never below two segments
+  tiny.start(kWindow, 2 * kMss, kRtt);
+  tiny.on_loss(0);
+  CHECK(tiny.cwnd == 2 * kMss);
+}
+
+TEST_CASE("congestion avoidance grows half a segment per round trip while the window is full",
+          "[unit][sim][sim-parts]") {
+  TcpWindow w;
+  w.start(kWindow, 10 * kMss, kRtt);
+  w.cwnd = 100 * kMss;
+  w.ssthresh = 100 * kMss;
+  w.inflight = 100 * kMss;
+  w.on_ack(100 * kMss, kRtt, 0, kRtt, kRtt, kWindow);  // a whole window ACKed
+  CHECK(w.cwnd == Approx(100 * kMss + kRenoFriendly * kMss));
+  CHECK(kRenoFriendly == Approx(0.5294).epsilon(1e-3));
+
+  TcpWindow part;  // not full (more than a segment below): no growth
+  part.start(kWindow, 10 * kMss, kRtt);
+  part.cwnd = 100 * kMss;
+  part.ssthresh = 100 * kMss;
+  part.inflight = 50 * kMss;
+  part.on_ack(10 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
+  CHECK(part.cwnd == 100 * kMss);
+}
+
+TEST_CASE("the SRTT is smoothed by 1/8 and the pacing rate follows Linux", "[unit][sim][sim-parts]") {
+  TcpWindow w;
+  w.start(kWindow, 10 * kMss, kRtt);
+  w.on_ack(0, 0, 0, 2 * kRtt, kRtt, kWindow);
+  CHECK(w.srtt == Approx(0.875 * kRtt + 0.125 * 2 * kRtt));
+  w.srtt = static_cast<double>(kRtt);
+  // Slow start below half the threshold: 200 %; else the ratio given.
+  CHECK(w.pacing_rate(1.2) == Approx(2.0 * 10 * kMss / static_cast<double>(kRtt)));
+  w.ssthresh = 15 * kMss;
+  CHECK(w.pacing_rate(1.2) == Approx(1.2 * 10 * kMss / static_cast<double>(kRtt)));
+  w.srtt = 0;  // never divides by less than 1 ns
+  CHECK(w.pacing_rate(1.0) == Approx(10 * kMss));
+}
+
+TEST_CASE("a shared flow's slow start doubles per RTT and starts over after an idle RTO", "[unit][sim][sim-parts]") {
+  SlowStartWindow s;
+  CHECK(s.begin(0, kRtt, 10 * kMss, kWindow, true) == 10 * kMss);
+  CHECK(SlowStartWindow::next(10 * kMss, kWindow) == 20 * kMss);
+  CHECK(SlowStartWindow::next(kWindow - 1, kWindow) == kWindow);
+  s.end(80 * kMss, 1'000'000'000);
+  // Within the RTO (200 ms floor): it keeps what it reached.
+  CHECK(s.begin(1'150'000'000, kRtt, 10 * kMss, kWindow, true) == 80 * kMss);
+  // Idle longer: over again, unless the scenario keeps windows after idle.
+  CHECK(s.begin(1'300'000'000, kRtt, 10 * kMss, kWindow, false) == 80 * kMss);
+  CHECK(s.begin(1'300'000'000, kRtt, 10 * kMss, kWindow, true) == 10 * kMss);
+  CHECK(s.begin(1'300'000'000, kRtt, 10 * kMss, 4 * kMss, true) == 4 * kMss);
+}
