@@ -897,7 +897,7 @@ TEST_CASE("topology_differences names every DC, link and field that differs", "[
 
   const auto three = parse_topology(
       nlohmann::json{{"name", "t"},
-           {"dcs", {{{"name", "use"}}, {{"name", "euw"}}, {{"name", "apne"}}}},
+           {"dcs", {{{"name", "use"}, {"nodes", 1}}, {{"name", "euw"}, {"nodes", 1}}, {{"name", "apne"}, {"nodes", 1}}}},
            {"wan", {{{"between", {"use", "euw"}}, {"rtt", "20ms"}, {"rate", "50Mbit"}},
                     {{"between", {"use", "apne"}}, {"rtt", "20ms"}, {"rate", "50Mbit"}}}}},
       "t3.json", {});
