@@ -11,6 +11,8 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev catch2 libbenchmark-dev
   # the real tools the lab and its tests use
   iproute2 iperf3 iputils-ping tcpdump jq
+  # the fuzz tier (libFuzzer is clang's)
+  clang libclang-rt-dev
   # plots of `wanlab bench`
   gnuplot-nox
   # the comparison benchmark (Mininet with Linux bridges)

@@ -25,5 +25,6 @@ else
 fi
 echo "  kernel runs where the kernel has netem (ctest test 'kernel'); SKIPPED with the reason elsewhere"
 echo "  vm     the kernel tier inside a qemu guest on Debian's stock kernel (ctest test 'vm'); SKIPPED with the reason where qemu or the kernel package cannot be installed"
+echo "  fuzz   libFuzzer harnesses of the parsers, the API handler and the protocol, 3 s each (ctest test 'fuzz'); SKIPPED with the reason where clang's libFuzzer is missing"
 echo "  docker the docker-compose lab: image build, ping and iperf3 inside the containers, a short scenario, teardown (ctest test 'docker'); SKIPPED with the reason where Docker cannot run"
 exit $rc
