@@ -113,11 +113,12 @@ int main(int argc, char** argv) {
     spdlog::error("{}", e.what());
     return 2;
   }
-  boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  // SIGHUP: an agent the controller started gets it when that controller dies.
+  boost::asio::signal_set signals(ioc, SIGINT, SIGTERM, SIGHUP);
   const pid_t parent = ::getppid();
-  signals.async_wait([&](const boost::system::error_code& ec, int) {
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
-    if (once && ::getppid() != parent) {
+    if (sig == SIGHUP) {
       spdlog::warn("the controller that started this agent (pid {}) is gone: stopping", parent);
       exit_code = 3;
     } else {

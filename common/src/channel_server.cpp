@@ -61,7 +61,7 @@ void listen(Acceptor& acceptor, const Endpoint& ep, const std::string& what) {
     acceptor.set_option(net::socket_base::reuse_address(true), ec);
     check("setsockopt SO_REUSEADDR");
   }
-  if constexpr (std::is_same_v<Acceptor, Local::acceptor>) {
+  if constexpr (std::is_same_v<typename Acceptor::protocol_type, Local>) {
     // The socket file is made 0600 (only its owner, the controller's user, may connect),
     // whatever the umask: Linux gives it the socket's mode at bind.
     if (::fchmod(acceptor.native_handle(), 0600) != 0)

@@ -105,7 +105,7 @@ struct Agent {
 
   ChannelClientHandlers handlers() {
     return {[this](std::shared_ptr<Channel>) { ++connects; }, [this](const json& m) { messages.push_back(m); },
-            [this](const std::string& reason) { disconnects.push_back(reason); }};
+            [this](const std::string& reason) { disconnects.push_back(reason); }, {}};
   }
   bool got(std::string_view type) const {
     return std::any_of(messages.begin(), messages.end(), [&](const json& m) { return m["type"] == type; });

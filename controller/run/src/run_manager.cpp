@@ -63,10 +63,10 @@ pid_t spawn_in_netns(const std::string& netns, const fs::path& binary, const std
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
-    // The agent ends with this controller: SIGTERM when it dies (the run cannot go on
-    // without it; docs/protocol.md). Forked by the daemon's only io thread, which lives as
-    // long as the daemon.
-    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) ::_exit(125);
+    // The agent ends with this controller: SIGHUP when it dies (the run cannot go on
+    // without it; docs/protocol.md), a signal nothing else sends it. Forked by the daemon's
+    // only io thread, which lives as long as the daemon.
+    if (::prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || ::getppid() != parent) ::_exit(125);
     const char* failed = "";
     if (entry.enter(&failed) != 0) ::_exit(126);
     // Not the control plane's priority (lab_commands.cpp): the agents are the workload.
