@@ -53,7 +53,7 @@ inline constexpr std::array kOpTypeNames{"CreateNetns",  "SetSysctl",       "Cre
                                          "SetMaster",    "SetUp",           "SetAlias",      "AddAddress",
                                          "AddRoute",     "AddHtbQdisc",     "AddHtbClass",   "AddNetem",
                                          "AddPfifo",     "AddSrcFilter",    "DisableOffloads", "SetForwarding",
-                                         "SetMac",       "DelRoute"};
+                                         "SetMac",       "DelRoute",        "CreateUtsns",   "WriteHosts"};
 static_assert(kOpTypeNames.size() == std::variant_size_v<Op>, "lab::kOpTypeNames needs one name per lab::Op type");
 inline const char* op_type_name(const Op& op) { return kOpTypeNames[op.index()]; }
 
