@@ -184,12 +184,12 @@ nlohmann::json profile_run(const core::Topology& topo, bool netem, std::ostream&
   for (auto i : order) sum_us += timing.total_us_[i];
   out << fmt::format("\nprofile: lab::apply of {} ops took {:.1f} ms (teardown {:.1f} ms); per operation type:\n",
                      plan.ops.size(), apply_ms, teardown_ms);
-  out << fmt::format("  {:<13} {:>6} {:>10} {:>7} {:>9} {:>9}\n", "op", "count", "total ms", "share", "mean us",
+  out << fmt::format("  {:<15} {:>6} {:>10} {:>7} {:>9} {:>9}\n", "op", "count", "total ms", "share", "mean us",
                      "max us");
   nlohmann::json ops = nlohmann::json::array();
   for (auto i : order) {
     const double mean = timing.total_us_[i] / static_cast<double>(timing.count_[i]);
-    out << fmt::format("  {:<13} {:>6} {:>10.1f} {:>6.1f}% {:>9.1f} {:>9.1f}\n", kOpNames[i], timing.count_[i],
+    out << fmt::format("  {:<15} {:>6} {:>10.1f} {:>6.1f}% {:>9.1f} {:>9.1f}\n", kOpNames[i], timing.count_[i],
                        timing.total_us_[i] / 1000, 100 * timing.total_us_[i] / sum_us, mean, timing.max_us_[i]);
     ops.push_back({{"op", kOpNames[i]},
                    {"count", timing.count_[i]},
