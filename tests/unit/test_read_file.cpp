@@ -12,7 +12,7 @@
 using Catch::Matchers::Contains;
 
 TEST_CASE("read_file reads regular files and refuses what could be read forever", "[unit][security]") {
-  wanlab::test::TempDir dir;
+  wanlab::test::TempDir dir("read-file");
   const auto file = dir.path() / "t.csv";
   std::ofstream(file) << "time,rate\n0s,1Mbit\n";
   std::string text;
