@@ -366,7 +366,7 @@ TEST_CASE("unknown keys name the key and list the known ones", "[unit][topology]
 
   doc = base();
   doc["links"] = json::array();
-  CHECK_THAT(only_problem(doc, "/links").reason, Contains("known keys: name, description, lan, dcs, wan"));
+  CHECK_THAT(only_problem(doc, "/links").reason, Contains("known keys: name, description, lan, node, dcs, wan"));
 
   doc = base();
   doc["a/b~c"] = 1;  // JSON-pointer escaping
