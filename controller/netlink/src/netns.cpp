@@ -152,12 +152,12 @@ bool Netns::remove(const std::string& name) {
   return true;
 }
 
-std::vector<std::string> Netns::list() {
+std::vector<std::string> sorted_dir_entries(const char* dir_path, const char* operation) {
   std::vector<std::string> names;
-  DIR* dir = ::opendir(kRunDir);
+  DIR* dir = ::opendir(dir_path);
   if (dir == nullptr) {
     if (errno == ENOENT) return names;
-    throw Error("list netns", kRunDir, errno);
+    throw Error(operation, dir_path, errno);
   }
   const std::unique_ptr<DIR, int (*)(DIR*)> closer(dir, ::closedir);
   while (const dirent* entry = ::readdir(dir)) {
@@ -167,6 +167,8 @@ std::vector<std::string> Netns::list() {
   std::sort(names.begin(), names.end());
   return names;
 }
+
+std::vector<std::string> Netns::list() { return sorted_dir_entries(kRunDir, "list netns"); }
 
 ino_t Netns::inode() const {
   struct stat st {};

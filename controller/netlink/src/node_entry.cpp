@@ -29,22 +29,6 @@ void check_name(const std::string& operation, const std::string& name) {
     throw Error(operation, "'" + name + "'", EINVAL, "not a valid namespace name");
 }
 
-std::vector<std::string> entries(const char* dir_path) {
-  std::vector<std::string> names;
-  DIR* dir = ::opendir(dir_path);
-  if (dir == nullptr) {
-    if (errno == ENOENT) return names;
-    throw Error("list", dir_path, errno);
-  }
-  const std::unique_ptr<DIR, int (*)(DIR*)> closer(dir, ::closedir);
-  while (const dirent* e = ::readdir(dir)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 // As for /run/netns (netns.cpp): a shared mount point, so the bind mounts in it show in
 // (and leave) every mount namespace.
 void make_uts_dir_shared(const std::string& name) {
@@ -110,11 +94,11 @@ bool Utsns::remove(const std::string& name) {
   return true;
 }
 
-std::vector<std::string> Utsns::list() { return entries(kUtsDir); }
+std::vector<std::string> Utsns::list() { return sorted_dir_entries(kUtsDir, "list"); }
 
 std::string netns_etc_dir(const std::string& name) { return std::string(kEtcDir) + "/" + name; }
 
-std::vector<std::string> netns_etc_list() { return entries(kEtcDir); }
+std::vector<std::string> netns_etc_list() { return sorted_dir_entries(kEtcDir, "list"); }
 
 bool remove_netns_etc(const std::string& name) {
   check_name("remove /etc/netns entry", name);
@@ -131,7 +115,7 @@ NodeEntry::NodeEntry(const std::string& name) : name_(name) {
   if (!net_) throw Error("enter node", name, errno, "open " + net);
   uts_ = Fd(::open((std::string(kUtsDir) + "/" + name).c_str(), O_RDONLY | O_CLOEXEC));
   const auto dir = netns_etc_dir(name);
-  for (const auto& f : entries(dir.c_str())) binds_.emplace_back(dir + "/" + f, "/etc/" + f);
+  for (const auto& f : sorted_dir_entries(dir.c_str(), "list")) binds_.emplace_back(dir + "/" + f, "/etc/" + f);
 }
 
 int NodeEntry::enter(const char** failed) const noexcept {

@@ -20,6 +20,7 @@
 #include <spdlog/logger.h>
 
 #include <memory>
+#include <vector>
 #include <string>
 
 namespace wanlab::netlink::libnl {
@@ -64,4 +65,8 @@ std::string describe(int nl_error);
 namespace wanlab::netlink {
 /// The "netlink" spdlog logger (created on first use if the application did not).
 spdlog::logger& log();
+
+/// The names in a folder, sorted, without "." and ".."; none when the folder does not exist.
+/// Other failures throw an Error naming `operation` and the folder.
+std::vector<std::string> sorted_dir_entries(const char* dir_path, const char* operation);
 }  // namespace wanlab::netlink
