@@ -2,6 +2,7 @@
 // and iperf3 across DCs, in-place link changes under traffic, teardown that leaves
 // nothing (also after SIGKILL), and the CLI's promises (idempotence, two labs at once).
 #include <catch2/catch.hpp>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/netlink/netlink.hpp"
 #include "wanlab/netlink/node_entry.hpp"
+#include "wanlab/netlink/rps.hpp"
 #include "wanlab/shaping/link_model.hpp"
 
 using namespace wanlab;
@@ -338,4 +340,59 @@ TEST_CASE("bad input and missing privileges get one clear message", "[netns][lab
   r = run(test::wanlab() + " exec --lab no-such-lab x-0 -- true");
   CHECK(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("not up"));
+}
+
+TEST_CASE("a userspace lab pins its engine and steers every veth's receive path off its CPU", "[netns][lab]") {
+  const auto cpus = netlink::allowed_cpus_except(-1);
+  if (cpus.size() < 2) {
+    WARN("SKIPPED: one CPU: the engine is not pinned and nothing is steered");
+    return;
+  }
+  const std::string lab = "wlt-rps";
+  const auto file = write_topology(lab, "100Mbit");
+  run(test::wanlab() + " down " + lab);
+  auto up = run(test::wanlab() + " up " + file + " --backend userspace");
+  INFO(up.out);
+  REQUIRE(up.code == 0);
+  struct Down {
+    std::string lab;
+    ~Down() { run(test::wanlab() + " down " + lab); }
+  } down{lab};
+
+  const auto st = nlohmann::json::parse(run(test::wanlab() + " status " + lab + " --json").out);
+  const int pid = st["controller"]["pid"].get<int>();
+  // The engine thread, by name, runs on the last CPU only.
+  int engine_tid = 0;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::ifstream comm(t.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name == "wanlab-engine") engine_tid = std::stoi(t.path().filename().string());
+  }
+  REQUIRE(engine_tid != 0);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(::sched_getaffinity(engine_tid, sizeof set, &set) == 0);
+  CHECK(CPU_COUNT(&set) == 1);
+  CHECK(CPU_ISSET(cpus.back(), &set));
+
+  // Both ends of the WAN uplink and of a node's port steer to the other CPUs.
+  const auto want = netlink::rps_mask(netlink::allowed_cpus_except(cpus.back()));
+  const auto trim = [](std::string m) {  // "00000001" and "1" are the same mask
+    const auto nz = m.find_first_not_of("0,");
+    return nz == std::string::npos ? std::string("0") : m.substr(nz);
+  };
+  for (const auto& [ns, ifname] : {std::pair{lab::ns_router(lab), lab::if_router_to("use")},
+                                   std::pair{lab::ns_gateway(lab, "use"), lab::if_gateway_wan("use")},
+                                   std::pair{lab::ns_gateway(lab, "euw"), lab::if_gateway_port("euw", 0)},
+                                   std::pair{lab::ns_node(lab, "euw-0"), lab::if_node("euw", 0)}}) {
+    auto handle = netlink::Netns::open(ns);
+    REQUIRE(handle);
+    INFO(ns << ":" << ifname);
+    CHECK(trim(netlink::rps_cpus(*handle, ifname)) == trim(want));
+  }
+  // Traffic still flows across the steered lab.
+  auto ping = run(exec(lab, "use-0", "ping -c 2 -i 0.2 -W 2 198.18.4.2"));
+  INFO(ping.out);
+  CHECK(ping.code == 0);
 }

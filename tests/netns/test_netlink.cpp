@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <set>
@@ -24,6 +25,7 @@
 
 #include "wanlab/netlink/internal.hpp"
 #include "wanlab/netlink/netlink.hpp"
+#include "wanlab/netlink/rps.hpp"
 
 using namespace wanlab;
 using namespace wanlab::netlink;
@@ -479,6 +481,27 @@ TEST_CASE("sysctls are written inside the namespace only", "[netns][netlink]") {
   }
   CHECK(read_file("/proc/sys/net/ipv4/ip_forward") == host_value);
   CHECK_THROWS_AS(write_sysctl(ns, "net/ipv4/no_such_key", "1"), Error);
+}
+
+TEST_CASE("receive steering is written in the interface's own namespace", "[netns][netlink]") {
+  RouterAndGateway lab;
+  const auto off = [](const std::string& mask) { return mask.find_first_not_of("0,") == std::string::npos; };
+  // "up" is the gateway's end of the veth; the test's own sysfs does not show it.
+  CHECK_FALSE(std::filesystem::exists("/sys/class/net/up"));
+  CHECK(off(rps_cpus(lab.gw, "up")));  // off by default
+  set_rps_cpus(lab.gw, "up", "1");
+  const std::string after = rps_cpus(lab.gw, "up");
+  CHECK(after.back() == '1');
+  CHECK(off(after.substr(0, after.size() - 1)));
+  CHECK(off(rps_cpus(lab.router, "to-gw")));  // the other end untouched
+  // Errors name the interface and the namespace.
+  try {
+    set_rps_cpus(lab.gw, "nothing", "1");
+    FAIL("no error for a missing interface");
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("nothing") && Catch::Contains(lab.gw.name()));
+  }
+  CHECK_THROWS_AS(set_rps_cpus(lab.gw, "../up", "1"), Error);
 }
 
 TEST_CASE("sockets move; open() uses the caller's namespace", "[netns][netlink]") {

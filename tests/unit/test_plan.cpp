@@ -218,3 +218,28 @@ TEST_CASE("every operation type has its name (bench/bringup --profile prints the
   CHECK(std::string(lab::op_type_name(lab::Op{lab::CreateNetns{}})) == "CreateNetns");
   for (const char* name : lab::kOpTypeNames) CHECK(name != nullptr);
 }
+
+TEST_CASE("receive steering: both ends of every veth get the mask, only when asked", "[unit][plan]") {
+  const auto topo = small_topology();
+  const auto plain = lab::plan_lab(topo, {.backend = lab::Backend::userspace});
+  CHECK(std::none_of(plain.ops.begin(), plain.ops.end(),
+                     [](const auto& op) { return std::holds_alternative<lab::SetRps>(op); }));
+
+  const auto steered = lab::plan_lab(topo, {.backend = lab::Backend::userspace, .rps_cpus = "1"});
+  std::set<std::string> ends, steered_ends;
+  for (const auto& op : steered.ops) {
+    if (const auto* v = std::get_if<lab::CreateVeth>(&op)) {
+      ends.insert(v->ns + ":" + v->name);
+      ends.insert(v->peer_ns + ":" + v->peer);
+    }
+    if (const auto* r = std::get_if<lab::SetRps>(&op)) {
+      CHECK(r->mask == "1");
+      // Steered after the interface exists.
+      CHECK(ends.count(r->ns + ":" + r->ifname) == 1);
+      steered_ends.insert(r->ns + ":" + r->ifname);
+    }
+  }
+  CHECK(ends.size() == 2 * (3 + 4));  // a WAN uplink per DC and a port per node, both ends
+  CHECK(steered_ends == ends);
+  CHECK(lab::to_string(lab::Op{lab::SetRps{"t.gw-use", "use-wan", "1"}}) == "rps t.gw-use:use-wan cpus 1");
+}

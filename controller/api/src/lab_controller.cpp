@@ -10,6 +10,7 @@
 #include "wanlab/common/printable.hpp"
 #include "wanlab/common/text.hpp"
 #include "wanlab/core/address_plan.hpp"
+#include "wanlab/netlink/rps.hpp"
 #include "wanlab/lab/apply.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/lab/plan.hpp"
@@ -46,9 +47,25 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
     : topo_(std::move(topo)), on_shutdown_(std::move(on_shutdown)), replay_priority_(options.replay_priority) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto backend = resolve_backend(options.backend, options.netem);
+  // A real-time engine in a namespace lab gets a CPU of its own by default (the last one
+  // this process may use), and every lab veth's receive path is steered to the other CPUs,
+  // so the receivers' TCP stacks do not run on the engine's thread (netlink/rps.hpp).
+  ThreadSched engine_sched = options.engine_sched;
+  std::optional<std::string> rps;
+  if (backend == "userspace" && !options.router_only && engine_sched.policy != ThreadSched::Policy::deadline) {
+    if (!engine_sched.cpu && engine_sched.realtime()) {
+      const auto cpus = netlink::allowed_cpus_except(-1);
+      if (cpus.size() >= 2) engine_sched.cpu = cpus.back();
+    }
+    if (engine_sched.cpu) {
+      const auto others = netlink::allowed_cpus_except(*engine_sched.cpu);
+      if (!others.empty()) rps = netlink::rps_mask(others);
+    }
+  }
   const lab::PlanOptions plan_options{.backend = backend == "kernel" ? lab::Backend::kernel : lab::Backend::userspace,
                                       .netem = options.netem,
-                                      .tcp_congestion = options.tcp_congestion};
+                                      .tcp_congestion = options.tcp_congestion,
+                                      .rps_cpus = rps};
   kernel_ = std::make_unique<lab::NetlinkKernel>();
   lab::Plan plan;
   if (options.router_only) {
@@ -83,11 +100,11 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
                                                         state_.router_ports);
     } else if (options.router_only) {
       shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, state_.router_ports, options.seed,
-                                                           options.engine_sched);
+                                                           engine_sched);
     } else {
       std::vector<const netlink::Netns*> gateways;
       for (const auto& dc : topo_.dcs) gateways.push_back(&kernel_->netns(lab::ns_gateway(topo_.name, dc.name)));
-      shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, gateways, options.seed, options.engine_sched);
+      shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, gateways, options.seed, engine_sched);
     }
     // Every trace checked before the first replay starts (and changes the topology).
     std::vector<std::tuple<LinkKey, replay::Trace, std::string>> traces;

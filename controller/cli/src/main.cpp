@@ -61,7 +61,9 @@ int main(int argc, char** argv) {
       ->default_str("fifo:50")
       ->type_name("POLICY");
   up_cmd->add_option("--engine-cpu", up.engine_cpu,
-                     "Pin the userspace engine's thread to this CPU (give it one of its own where there are several)")
+                     "Pin the userspace engine's thread to this CPU; the lab's receive paths are steered to the other "
+                     "CPUs. Default for a real-time engine in a namespace lab on 2+ CPUs: the last CPU this process "
+                     "may use (with several labs up at once, give each its own)")
       ->type_name("N");
 
   RunArgs run;

@@ -1,6 +1,7 @@
 #include "wanlab/lab/apply.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <cerrno>
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include "wanlab/netlink/node_entry.hpp"
 #include "wanlab/netlink/offloads.hpp"
+#include "wanlab/netlink/rps.hpp"
 #include <stdexcept>
 
 namespace wanlab::lab {
@@ -108,6 +110,15 @@ void NetlinkKernel::execute(const Op& op) {
         } else if constexpr (std::is_same_v<T, CreateUtsns>) {
           if (!netlink::Utsns::create(o.ns, o.hostname))
             throw std::runtime_error(fmt::format("UTS namespace /run/utsns/{} already exists", o.ns));
+        } else if constexpr (std::is_same_v<T, SetRps>) {
+          // Best effort: steering is a speed-up of the userspace engine, not a part of the
+          // lab's behaviour; a host that refuses it (no sysfs mount allowed) still gets a lab.
+          try {
+            netlink::set_rps_cpus(netns(o.ns), o.ifname, o.mask);
+          } catch (const netlink::Error& e) {
+            if (!rps_warned_) spdlog::warn("receive steering off: {}", e.what());
+            rps_warned_ = true;
+          }
         } else if constexpr (std::is_same_v<T, WriteHosts>) {
           write_hosts(o.ns, o.text);
         } else if constexpr (std::is_same_v<T, AddSrcFilter>) {

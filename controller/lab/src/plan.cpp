@@ -57,6 +57,10 @@ void plan_dc(const core::Topology& topo, std::size_t k, const PlanOptions& optio
   ops.push_back(SetSysctl{gw, "net/ipv4/ip_forward", "1"});
   ops.push_back(SetUp{gw, "lo"});
   ops.push_back(CreateVeth{router, if_router_to(dc.name), gw, if_gateway_wan(dc.name), mtu});
+  if (options.rps_cpus) {
+    ops.push_back(SetRps{router, if_router_to(dc.name), *options.rps_cpus});
+    ops.push_back(SetRps{gw, if_gateway_wan(dc.name), *options.rps_cpus});
+  }
   // Kernel backend: segment and checksum before the WAN, so its qdiscs see real packets
   // (netlink/offloads.hpp). The userspace engine takes GSO super-frames and accounts for
   // them as their segments (shaping/gso.hpp).
@@ -106,6 +110,10 @@ void plan_dc(const core::Topology& topo, std::size_t k, const PlanOptions& optio
       ops.push_back(SetSysctl{node_ns, path, value});
     }
     ops.push_back(CreateVeth{gw, port, node_ns, nif, mtu});
+    if (options.rps_cpus) {
+      ops.push_back(SetRps{gw, port, *options.rps_cpus});
+      ops.push_back(SetRps{node_ns, nif, *options.rps_cpus});
+    }
     ops.push_back(SetMaster{gw, port, if_gateway_bridge(dc.name)});
     ops.push_back(SetUp{gw, port});
     ops.push_back(SetUp{node_ns, "lo"});
@@ -185,6 +193,7 @@ std::string to_string(const Op& op) {
           [](const SetMac& o) { return fmt::format("mac {}:{} {}", o.ns, o.ifname, core::mac_text(o.mac)); },
           [](const SetForwarding& o) { return fmt::format("forwarding {}:{} {}", o.ns, o.ifname, o.on ? "on" : "off"); },
           [](const CreateUtsns& o) { return fmt::format("utsns {} hostname {}", o.ns, o.hostname); },
+          [](const SetRps& o) { return fmt::format("rps {}:{} cpus {}", o.ns, o.ifname, o.mask); },
           [](const WriteHosts& o) {
             return fmt::format("hosts {}: {} lines", o.ns, std::count(o.text.begin(), o.text.end(), '\n'));
           },

@@ -32,6 +32,7 @@ class NetlinkKernel final : public Kernel {
  private:
   struct Entry;
   std::map<std::string, std::unique_ptr<Entry>> entries_;
+  bool rps_warned_ = false;  // SetRps failures are logged once per lab
 };
 
 /// Runs every operation in order. On failure throws std::runtime_error naming the lab

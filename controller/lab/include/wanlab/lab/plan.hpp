@@ -42,10 +42,13 @@ struct DelRoute { std::string ns; core::Ipv4Prefix dst; };  // absent already: n
 // as /etc/hosts (netlink/node_entry.hpp, as `ip netns exec` shows /etc/netns/<ns>/*).
 struct CreateUtsns { std::string ns, hostname; };
 struct WriteHosts { std::string ns, text; };
+// Receive packet steering of an interface (netlink/rps.hpp): the CPUs, as a hex mask, that
+// run the receive path of the frames it takes in. Best effort: a failure is logged, not fatal.
+struct SetRps { std::string ns, ifname, mask; };
 
 using Op = std::variant<CreateNetns, SetSysctl, CreateVeth, CreateBridge, SetMaster, SetUp, SetAlias, AddAddress,
                         AddRoute, AddHtbQdisc, AddHtbClass, AddNetem, AddPfifo, AddSrcFilter, DisableOffloads,
-                        SetForwarding, SetMac, DelRoute, CreateUtsns, WriteHosts>;
+                        SetForwarding, SetMac, DelRoute, CreateUtsns, WriteHosts, SetRps>;
 
 /// The name of each operation type, by its index in Op. Sized by its initializer, so a
 /// type added to Op without a name here fails the build (static_assert below).
@@ -53,7 +56,8 @@ inline constexpr std::array kOpTypeNames{"CreateNetns",  "SetSysctl",       "Cre
                                          "SetMaster",    "SetUp",           "SetAlias",      "AddAddress",
                                          "AddRoute",     "AddHtbQdisc",     "AddHtbClass",   "AddNetem",
                                          "AddPfifo",     "AddSrcFilter",    "DisableOffloads", "SetForwarding",
-                                         "SetMac",       "DelRoute",        "CreateUtsns",   "WriteHosts"};
+                                         "SetMac",       "DelRoute",        "CreateUtsns",   "WriteHosts",
+                                         "SetRps"};
 static_assert(kOpTypeNames.size() == std::variant_size_v<Op>, "lab::kOpTypeNames needs one name per lab::Op type");
 inline const char* op_type_name(const Op& op) { return kOpTypeNames[op.index()]; }
 
@@ -70,6 +74,10 @@ struct PlanOptions {
   /// Every node's net.ipv4.tcp_congestion_control; none: the host's default (the caller
   /// decides, lab/host_tcp.hpp: the host must allow it to namespaces).
   std::optional<std::string> tcp_congestion{};
+  /// The rps_cpus mask of every veth end (both ends of each pair), e.g. every CPU but the
+  /// userspace engine's, so frames the engine sends are received on other CPUs; none: the
+  /// kernel's default (received on the sending CPU).
+  std::optional<std::string> rps_cpus{};
 };
 
 struct Plan {
