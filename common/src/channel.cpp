@@ -1,4 +1,5 @@
 #include "wanlab/common/channel.hpp"
+#include "wanlab/common/logger.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -6,7 +7,6 @@
 #include <iterator>
 
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
@@ -20,15 +20,8 @@ namespace net = boost::asio;
 namespace detail {
 
 spdlog::logger& channel_log() {
-  static const std::shared_ptr<spdlog::logger> logger = [] {
-    if (auto existing = spdlog::get("channel")) return existing;
-    try {
-      return spdlog::stderr_color_mt("channel");
-    } catch (const spdlog::spdlog_ex&) {
-      return spdlog::get("channel");  // registered by another thread meanwhile
-    }
-  }();
-  return *logger;
+  static spdlog::logger& logger = named_logger("channel");
+  return logger;
 }
 
 }  // namespace detail

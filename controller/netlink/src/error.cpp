@@ -1,10 +1,10 @@
 // netlink::Error, the translation of libnl error codes, and the module's logger.
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
 #include <system_error>
 
+#include "wanlab/common/logger.hpp"
 #include "wanlab/netlink/internal.hpp"
 #include "wanlab/netlink/netlink.hpp"
 
@@ -24,15 +24,8 @@ Error::Error(std::string operation, std::string object, int err, std::string det
     : std::runtime_error(error_text(operation, object, err, detail)), code_(err) {}
 
 spdlog::logger& log() {
-  static const std::shared_ptr<spdlog::logger> logger = [] {
-    if (auto existing = spdlog::get("netlink")) return existing;
-    try {
-      return spdlog::stderr_color_mt("netlink");
-    } catch (const spdlog::spdlog_ex&) {
-      return spdlog::get("netlink");  // registered by another thread meanwhile
-    }
-  }();
-  return *logger;
+  static spdlog::logger& logger = named_logger("netlink");
+  return logger;
 }
 
 namespace libnl {

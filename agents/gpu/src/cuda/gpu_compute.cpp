@@ -2,6 +2,8 @@
 // stream, timed with CUDA events. The only file that calls the CUDA runtime and cuBLAS.
 #include "wanlab/gpu/gpu_compute.hpp"
 
+#include "wanlab/common/logger.hpp"
+
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -15,7 +17,6 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "fill.hpp"
@@ -24,15 +25,8 @@ namespace wanlab::gpu {
 namespace {
 
 spdlog::logger& log() {
-  static const std::shared_ptr<spdlog::logger> logger = [] {
-    if (auto existing = spdlog::get("gpu")) return existing;
-    try {
-      return spdlog::stderr_color_mt("gpu");
-    } catch (const spdlog::spdlog_ex&) {
-      return spdlog::get("gpu");  // registered by another thread meanwhile
-    }
-  }();
-  return *logger;
+  static spdlog::logger& logger = named_logger("gpu");
+  return logger;
 }
 
 std::string error_text(cudaError_t err) {
