@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 
+#include "wanlab/common/indexed_heap.hpp"
 #include "wanlab/common/thread.hpp"
 #include "wanlab/shaping/flow_gate.hpp"
 #include "wanlab/shaping/gso.hpp"
@@ -85,47 +86,6 @@ class PiMutex {
 
  private:
   pthread_mutex_t m_;
-};
-
-// A min-heap of link ids keyed by their next event, with positions for O(log n) updates.
-class EventHeap {
- public:
-  explicit EventHeap(std::size_t n) : key_(n, kNever), pos_(n) {
-    heap_.resize(n);
-    for (std::size_t i = 0; i < n; ++i) heap_[i] = static_cast<std::uint32_t>(i), pos_[i] = i;
-  }
-  bool empty() const { return heap_.empty(); }
-  std::uint32_t top() const { return heap_.front(); }
-  Nanos top_key() const { return heap_.empty() ? kNever : key_[heap_.front()]; }
-  void update(std::uint32_t id, Nanos k) {
-    const Nanos old = key_[id];
-    key_[id] = k;
-    if (k < old) up(pos_[id]);
-    else if (k > old) down(pos_[id]);
-  }
-
- private:
-  void swap(std::size_t a, std::size_t b) {
-    std::swap(heap_[a], heap_[b]);
-    pos_[heap_[a]] = a;
-    pos_[heap_[b]] = b;
-  }
-  void up(std::size_t i) {
-    while (i > 0 && key_[heap_[(i - 1) / 2]] > key_[heap_[i]]) swap(i, (i - 1) / 2), i = (i - 1) / 2;
-  }
-  void down(std::size_t i) {
-    for (;;) {
-      std::size_t m = i, l = 2 * i + 1, r = l + 1;
-      if (l < heap_.size() && key_[heap_[l]] < key_[heap_[m]]) m = l;
-      if (r < heap_.size() && key_[heap_[r]] < key_[heap_[m]]) m = r;
-      if (m == i) return;
-      swap(i, m);
-      i = m;
-    }
-  }
-  std::vector<Nanos> key_;
-  std::vector<std::uint32_t> heap_;
-  std::vector<std::size_t> pos_;
 };
 
 // What a pool slot holds besides its bytes.
@@ -257,7 +217,8 @@ struct Engine::Impl {
   std::unique_ptr<Pools> pool;
   std::size_t pool_slots = 0;  // for the links' own packets; the gates' come on top
   std::vector<std::unique_ptr<FlowGates>> gates;  // per link; null: no gated flows
-  EventHeap heap;
+  // Every link by its next event (kNever: none).
+  IndexedMinHeap<Nanos> heap;
   int wake_fd = -1;
   std::thread thread;
   std::atomic<bool> running{false};
@@ -294,6 +255,7 @@ struct Engine::Impl {
       const auto& l = cfg.links[i];
       if (l.src >= n || l.dst >= n) throw std::invalid_argument("engine link outside the ports");
       link_of[l.src * n + l.dst] = static_cast<std::uint32_t>(i);
+      heap.set(static_cast<std::uint32_t>(i), kNever);
       const auto cap = link_capacity(l.params);
       capacity += cap;
       models.push_back(std::make_unique<LinkModel>(l.params, cap, cfg.seed * 1'000'003 + i));
@@ -502,7 +464,7 @@ struct Engine::Impl {
     free_lost(m);
     if (g && g->draining()) feed(*g, m, arrival);  // held packets first
     if (m.arrive(slot, meta.wire, arrival, meta.segments) == LinkModel::Verdict::dropped_queue) pool->release(slot);
-    heap.update(id, m.next_event());
+    heap.set(id, m.next_event());
   }
 
   // Open gates hand their held packets to the link's queue as far as it has room (the
@@ -585,7 +547,7 @@ struct Engine::Impl {
       m.reserve(link_capacity(p));  // a larger rate x delay needs room for more packets
       m.set_params(p, now);
       free_lost(m);
-      heap.update(id, m.next_event());
+      heap.set(id, m.next_event());
     }
     if (gate_ops.empty()) return;
     for (auto& op : gate_ops) apply_gate_op(op, now);
@@ -618,7 +580,7 @@ struct Engine::Impl {
       if (i != FlowClassifier::kNone) g->set_open(i, op.open, now);
       if (g->draining()) feed(*g, m, now);
     }
-    heap.update(op.link, m.next_event());
+    heap.set(op.link, m.next_event());
   }
 
   // Room in the pool for every packet the gates may hold, on top of the links' share.
@@ -771,7 +733,7 @@ struct Engine::Impl {
           if (++pending_tx[dst] >= kFlushFrames) flush_port(dst);
           oldest_pending = std::min(oldest_pending, now);
         }
-        heap.update(id, m.next_event());
+        heap.set(id, m.next_event());
       }
       if (oldest_pending != kNever && now - oldest_pending >= kFlushAge) flush_all();
 
@@ -782,7 +744,7 @@ struct Engine::Impl {
       if (received > 0) continue;  // more may be waiting
 
       // Sleep until the next release (or a frame, or a wake-up); spin the last stretch.
-      const Nanos next = std::min(heap.top_key(), next_publish);
+      const Nanos next = std::min(heap.empty() ? kNever : heap.top_key(), next_publish);
       const Nanos wait = next - mono_now();
       if (wait <= spin) {
         if (oldest_pending != kNever && wait > kFlushAge - (now - oldest_pending)) flush_all();

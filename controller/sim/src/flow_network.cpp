@@ -210,7 +210,7 @@ void FlowNetwork::schedule(std::uint32_t bi, Nanos now) {
   drop_stale_top(b);
   if (b.heap.empty()) b.weight = 0;  // no rounding residue left behind
   if (b.heap.empty() || !(b.rate > 0)) {
-    drop_finish(bi);
+    finishes_.erase(bi);
     return;
   }
   Nanos at = now;
@@ -218,68 +218,7 @@ void FlowNetwork::schedule(std::uint32_t bi, Nanos now) {
     const double left = (b.heap.top().finish_v - b.v) / b.rate;
     at = now + std::max<Nanos>(0, static_cast<Nanos>(std::ceil(left)));
   }
-  plan_finish(bi, at);
-}
-
-void FlowNetwork::place(std::size_t i, const Finish& f) {
-  finishes_[i] = f;
-  bundles_[f.bundle].finish_at = i;
-}
-
-void FlowNetwork::sift_up(std::size_t i) {
-  const Finish f = finishes_[i];
-  while (i > 0) {
-    const std::size_t parent = (i - 1) / 2;
-    if (!(f < finishes_[parent])) break;
-    place(i, finishes_[parent]);
-    i = parent;
-  }
-  place(i, f);
-}
-
-void FlowNetwork::sift_down(std::size_t i) {
-  const Finish f = finishes_[i];
-  const std::size_t n = finishes_.size();
-  for (;;) {
-    std::size_t child = 2 * i + 1;
-    if (child >= n) break;
-    if (child + 1 < n && finishes_[child + 1] < finishes_[child]) ++child;
-    if (!(finishes_[child] < f)) break;
-    place(i, finishes_[child]);
-    i = child;
-  }
-  place(i, f);
-}
-
-void FlowNetwork::plan_finish(std::uint32_t bi, Nanos at) {
-  auto& b = bundles_[bi];
-  if (b.finish_at == kNoFinish) {
-    finishes_.push_back({at, bi});
-    b.finish_at = finishes_.size() - 1;
-    sift_up(b.finish_at);
-    return;
-  }
-  const std::size_t i = b.finish_at;
-  const Nanos was = finishes_[i].at;
-  finishes_[i].at = at;
-  if (at < was) {
-    sift_up(i);
-  } else if (at > was) {
-    sift_down(i);
-  }
-}
-
-void FlowNetwork::drop_finish(std::uint32_t bi) {
-  auto& b = bundles_[bi];
-  if (b.finish_at == kNoFinish) return;
-  const std::size_t i = b.finish_at;
-  b.finish_at = kNoFinish;
-  const Finish last = finishes_.back();
-  finishes_.pop_back();
-  if (i == finishes_.size()) return;  // it was the last
-  place(i, last);
-  sift_up(i);
-  sift_down(bundles_[last.bundle].finish_at);
+  finishes_.set(bi, at);
 }
 
 void FlowNetwork::update(Nanos now) {
@@ -434,10 +373,9 @@ std::vector<FlowNetwork::FlowId> FlowNetwork::take_finished(Nanos now) {
 
 void FlowNetwork::take_finished(Nanos now, std::vector<FlowId>& out) {
   out.clear();
-  while (!finishes_.empty() && finishes_.front().at <= now) {
-    const auto top = finishes_.front();
-    drop_finish(top.bundle);  // this finish is consumed; update() plans the next
-    auto& b = bundles_[top.bundle];
+  while (!finishes_.empty() && finishes_.top_key() <= now) {
+    const std::uint32_t bundle = finishes_.pop();  // this finish is consumed; update() plans the next
+    auto& b = bundles_[bundle];
     catch_up(b, now);
     const bool all = !std::isfinite(b.rate);
     for (;;) {
@@ -452,7 +390,7 @@ void FlowNetwork::take_finished(Nanos now, std::vector<FlowId>& out) {
       --active_;
       out.push_back(e.flow);
     }
-    touch(top.bundle);
+    touch(bundle);
   }
 }
 

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "wanlab/common/indexed_heap.hpp"
+
 namespace wanlab::sim {
 
 using Nanos = std::int64_t;
@@ -62,7 +64,7 @@ class FlowNetwork {
   /// When the next active flow finishes at the current rates; nullopt when none moves.
   std::optional<Nanos> next_finish() const {
     if (finishes_.empty()) return std::nullopt;
-    return finishes_.front().at;
+    return finishes_.top_key();
   }
   /// The flows finished by `now`, removed (their links marked for update()), in order.
   std::vector<FlowId> take_finished(Nanos now);
@@ -118,7 +120,6 @@ class FlowNetwork {
     Nanos v_at = 0;
     double rate = 0;  // bytes per ns per connection
     std::priority_queue<HeapEntry, std::vector<HeapEntry>, std::greater<>> heap;
-    std::size_t finish_at = kNoFinish;  // its place in finishes_ (kNoFinish: none planned)
     std::uint64_t mark = 0;     // last update() that visited it
     bool frozen = false;        // during a filling
   };
@@ -129,12 +130,6 @@ class FlowNetwork {
     double left = 0;       // during a filling
     double unfrozen = 0;   // during a filling: connections not yet frozen
   };
-  struct Finish {
-    Nanos at;
-    std::uint32_t bundle;
-    bool operator<(const Finish& o) const { return at != o.at ? at < o.at : bundle < o.bundle; }
-  };
-  static constexpr std::size_t kNoFinish = static_cast<std::size_t>(-1);
 
   std::uint32_t bundle_for(const std::vector<LinkId>& path, double ceiling);
   FlowId start_on(std::uint32_t bundle, double bytes, double weight, Nanos now);
@@ -156,15 +151,9 @@ class FlowNetwork {
   std::vector<FlowId> free_;  // released ids, handed out again
   std::map<std::pair<std::vector<LinkId>, double>, std::uint32_t> bundle_of_;
   std::vector<std::uint32_t> dirty_;  // bundles whose part of the network needs a filling
-  // Each bundle's next finish, one entry per bundle at most: a binary min-heap whose
-  // entries know their place (Bundle::finish_at), so a new plan moves the bundle's entry
-  // instead of leaving a stale one behind.
-  std::vector<Finish> finishes_;
-  void plan_finish(std::uint32_t bundle, Nanos at);
-  void drop_finish(std::uint32_t bundle);
-  void sift_up(std::size_t i);
-  void sift_down(std::size_t i);
-  void place(std::size_t i, const Finish& f);
+  // Each bundle's next finish, one entry per bundle at most (ties: the lower bundle first),
+  // so a new plan moves the bundle's entry instead of leaving a stale one behind.
+  IndexedMinHeap<Nanos> finishes_;
   std::uint64_t update_mark_ = 0;
   // update()'s scratch space, kept between calls.
   std::vector<std::uint32_t> comp_, stack_, open_;
