@@ -265,7 +265,7 @@ int cmd_plan(const PlanArgs& a) {
   double last = -1;
   std::string last_phase;
   o.progress = [&](const planner::Progress& p) {
-    if (p.phase == last_phase && p.elapsed_s - last < 1 && p.done != p.total) return;
+    if (p.phase == last_phase && p.elapsed_s - last < 3 && p.done != p.total) return;
     last = p.elapsed_s;
     last_phase = p.phase;
     const std::string best =
@@ -294,11 +294,12 @@ int cmd_plan(const PlanArgs& a) {
     const auto& best = r.ranked.front();
     const Candidate* g = nullptr;
     for (const auto& c : r.ranked)
-      if (c.greedy && c.full_s && (!g || *c.full_s < *g->full_s)) g = &c;
+      if (c.greedy && c.full_s && (!g || c.tokens_per_s() > g->tokens_per_s())) g = &c;
     if (g && !best.greedy)
-      fmt::print("\nbest: {:.3f} s per iteration, {:.1f}x faster than Atlas's greedy rule's best ({:.3f} s, {} GPUs on "
-                 "{}), same simulator, default model\n",
-                 best.predicted_s(), *g->full_s / best.predicted_s(), *g->full_s, g->gpus(), g->dc_set(topo));
+      fmt::print("\nbest: {:.3f} s per iteration, {:.0f} tokens/s: {:.2f}x the tokens per second of Atlas's greedy "
+                 "rule's best ({:.3f} s per iteration, {} GPUs on {}), same simulator, default model\n",
+                 best.predicted_s(), best.tokens_per_s(), best.tokens_per_s() / g->tokens_per_s(), *g->full_s,
+                 g->gpus(), g->dc_set(topo));
     else if (g)
       fmt::print("\nbest: Atlas's greedy rule itself ({:.3f} s per iteration)\n", *g->full_s);
   }

@@ -433,7 +433,9 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
   const auto tps = tp_choices(scenario, topo, o.dcs);
   std::map<std::pair<std::string, long>, Candidate> per_set;  // (sorted DC set, count)
   std::vector<Candidate> best;                                // a heap by estimate, at most fast_extra
-  const auto worse = [](const Candidate& a, const Candidate& b) { return a.estimate_s < b.estimate_s; };
+  const auto worse = [](const Candidate& a, const Candidate& b) {
+    return a.estimate_s / a.sequences() < b.estimate_s / b.sequences();
+  };
   MemoryUse smallest;
   smallest.peak_bytes = std::numeric_limits<double>::infinity();
   std::size_t done_chains = 0;
@@ -479,11 +481,11 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
               c.memory_bytes = mem.peak_bytes;
               c.estimate_s = est.estimate(c);
               auto [it, fresh] = per_set.try_emplace({set_key, n}, c);
-              if (!fresh && c.estimate_s < it->second.estimate_s) it->second = c;
+              if (!fresh && worse(c, it->second)) it->second = c;
               if (best.size() < o.fast_extra) {
                 best.push_back(c);
                 std::push_heap(best.begin(), best.end(), worse);
-              } else if (!best.empty() && c.estimate_s < best.front().estimate_s) {
+              } else if (!best.empty() && worse(c, best.front())) {
                 std::pop_heap(best.begin(), best.end(), worse);
                 best.back() = c;
                 std::push_heap(best.begin(), best.end(), worse);
@@ -509,49 +511,56 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
         kGpuMemoryBytes / 1e9));
   }
 
-  // Phase 2: the fast model, greedy rule first, then the plot's points, then the best estimates.
-  std::vector<Candidate> queue = result.greedy;
-  for (auto& [key, c] : per_set) queue.push_back(c);
+  // Phase 2: the fast model: the greedy rule, the best estimates, those again with every
+  // policy and number of connections, then the plot's points (best estimates first).
   std::sort_heap(best.begin(), best.end(), worse);
-  queue.insert(queue.end(), best.begin(), best.end());
+  std::vector<Candidate> points;
+  for (auto& [key, c] : per_set) points.push_back(c);
+  std::stable_sort(points.begin(), points.end(), worse);
+  const auto by_fast = [](const Candidate& a, const Candidate& b) {
+    return *a.fast_s / a.sequences() < *b.fast_s / b.sequences();
+  };
+  const auto by_full = [](const Candidate& a, const Candidate& b) {
+    return *a.full_s / a.sequences() < *b.full_s / b.sequences();
+  };
   std::set<std::string> seen;
   const Candidate* best_fast = nullptr;
   const auto note_best = [&] {
     best_fast = nullptr;
     for (const auto& c : result.fast)
-      if (!best_fast || c.fast_s < best_fast->fast_s) best_fast = &c;
-  };
-  const auto run_fast = [&](Candidate c, std::size_t done, std::size_t total) {
-    const double before = elapsed();
-    if (auto t = predict(scenario, topo, c, o.fast, true)) {
-      c.fast_s = t;
-      result.fast.push_back(std::move(c));
-      note_best();
-    }
-    if (result.fast.size() <= 1 && elapsed() > o.budget_s)
-      throw PlanError(fmt::format("--budget {} s is too short for one candidate: the estimates took {:.2f} s and "
-                                  "the first prediction {:.2f} s; give at least {:.0f} s",
-                                  o.budget_s, before, elapsed() - before, std::ceil(elapsed() * 2)));
-    report("fast", done, total, best_fast);
+      if (!best_fast || *c.fast_s / c.sequences() < *best_fast->fast_s / best_fast->sequences()) best_fast = &c;
   };
   const double fast_until = 0.7 * o.budget_s;
-  for (std::size_t i = 0; i < queue.size(); ++i) {
-    if (i > 0 && elapsed() > fast_until) {
-      result.budget_ran_out = true;
-      break;
+  // Runs `list` in the fast model while the budget lasts; false once it ran out.
+  const auto run_fast = [&](const std::vector<Candidate>& list) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!result.fast.empty() && elapsed() > fast_until) {
+        result.budget_ran_out = true;
+        return false;
+      }
+      if (!seen.insert(candidate_key(list[i])).second) continue;
+      auto c = list[i];
+      const double before = elapsed();
+      if (auto t = predict(scenario, topo, c, o.fast, true)) {
+        c.fast_s = t;
+        result.fast.push_back(std::move(c));
+        note_best();
+      }
+      if (result.fast.size() <= 1 && elapsed() > o.budget_s)
+        throw PlanError(fmt::format("--budget {} s is too short for one candidate: the estimates took {:.2f} s and "
+                                    "the first prediction {:.2f} s; give at least {:.0f} s",
+                                    o.budget_s, before, elapsed() - before, std::ceil(elapsed() * 2)));
+      report("fast", i + 1, list.size(), best_fast);
     }
-    if (!seen.insert(candidate_key(queue[i])).second) continue;
-    run_fast(queue[i], i + 1, queue.size());
-  }
-  if (result.fast.empty())
-    throw PlanError("the simulator refused every candidate it was given (see `wanlab simulate` on the scenario)");
-
-  // ... and the best few plans again with every policy and number of connections.
-  if (!result.budget_ran_out) {
+    return true;
+  };
+  bool more = run_fast(result.greedy) && run_fast(best);
+  if (more) {
+    // Policies and connections matter only where the pipeline crosses the WAN.
     std::vector<Candidate> tops;
     for (const auto& c : result.fast)
-      if (!c.greedy) tops.push_back(c);
-    std::sort(tops.begin(), tops.end(), [](const auto& a, const auto& b) { return *a.fast_s < *b.fast_s; });
+      if (!c.greedy && c.chain.size() > 1) tops.push_back(c);
+    std::sort(tops.begin(), tops.end(), by_fast);
     if (tops.size() > o.knob_structures) tops.resize(o.knob_structures);
     std::vector<Candidate> knobs;
     for (const auto& t : tops)
@@ -564,19 +573,15 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
           c.estimate_s = est.estimate(c);
           knobs.push_back(std::move(c));
         }
-    for (std::size_t i = 0; i < knobs.size(); ++i) {
-      if (elapsed() > fast_until) {
-        result.budget_ran_out = true;
-        break;
-      }
-      if (!seen.insert(candidate_key(knobs[i])).second) continue;
-      run_fast(knobs[i], i + 1, knobs.size());
-    }
+    more = run_fast(knobs);
   }
+  if (more) run_fast(points);
+  if (result.fast.empty())
+    throw PlanError("the simulator refused every candidate it was given (see `wanlab simulate` on the scenario)");
 
   // Phase 3: the default model on the best of the fast model's and on the greedy rule.
   std::vector<Candidate> order = result.fast;
-  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return *a.fast_s < *b.fast_s; });
+  std::stable_sort(order.begin(), order.end(), by_fast);
   std::vector<Candidate> finals;
   std::set<std::string> taken;
   for (const auto& c : order) {
@@ -599,12 +604,11 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
       result.ranked.push_back(std::move(c));
       best_full = nullptr;
       for (const auto& r : result.ranked)
-        if (!best_full || r.full_s < best_full->full_s) best_full = &r;
+        if (!best_full || by_full(r, *best_full)) best_full = &r;
     }
     report("default", i + 1, finals.size(), best_full);
   }
-  std::stable_sort(result.ranked.begin(), result.ranked.end(),
-                   [](const auto& a, const auto& b) { return *a.full_s < *b.full_s; });
+  std::stable_sort(result.ranked.begin(), result.ranked.end(), by_full);
   // What the budget left to the fast model alone follows, marked by its missing full_s.
   result.ranked.insert(result.ranked.end(), fast_only.begin(), fast_only.end());
   result.elapsed_s = elapsed();

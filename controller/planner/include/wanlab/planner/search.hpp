@@ -93,6 +93,9 @@ struct Candidate {
   double tokens = 0;                // tokens per iteration (dp x micro-batches x size x seq_len)
 
   int gpus() const { return par.gpus(); }
+  /// Sequences per iteration: at least the search's batch (micro-batches are rounded up),
+  /// so candidates rank by seconds per sequence, predicted_s() / sequences().
+  double sequences() const { return static_cast<double>(par.dp) * micro_batches * micro_batch_size; }
   /// The best prediction there is: the default model's, else the fast one's, else the estimate.
   double predicted_s() const { return full_s.value_or(fast_s.value_or(estimate_s)); }
   double tokens_per_s() const { return tokens / predicted_s(); }
@@ -132,7 +135,7 @@ class PlanError : public std::runtime_error {
 };
 
 struct SearchResult {
-  std::vector<Candidate> ranked;    // predicted by the default model, fastest first
+  std::vector<Candidate> ranked;    // predicted by the default model, fastest per sequence first
   std::vector<Candidate> fast;      // every candidate the fast model ran
   std::vector<Candidate> greedy;    // Atlas's greedy rule per GPU count (that it can place)
   std::size_t space = 0;            // candidates enumerated
