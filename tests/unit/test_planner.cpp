@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "process.hpp"
 #include "temp_dir.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/planner/memory.hpp"
@@ -219,5 +220,43 @@ TEST_CASE("plan: bad input is refused in one line", "[unit][planner]") {
     auto o = options(topo, 24);
     o.dcs.clear();
     CHECK_THAT(plan_error(gpt_scenario(3, 2, 4), topo, o), Contains("no DC to plan on"));
+  }
+}
+
+TEST_CASE("plan: the CLI writes plans that simulate and bench take; bad input is one line, exit 2",
+          "[unit][planner][cli]") {
+  if (!std::filesystem::exists(test::wanlab())) {
+    WARN("no wanlab binary at " << test::wanlab() << " (build the wanlab target): not run");
+    return;
+  }
+  const test::TempDir dir("plan-cli");
+  const std::string scenario = std::string(WANLAB_SOURCE_DIR) + "/bench/scenarios/two-dc-1b.json";
+  const auto out = (dir.path() / "plan").string();
+  const auto r = test::run(test::wanlab() + " plan " + scenario + " --top 2 --out " + out);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Contains("x the tokens per second of Atlas's greedy rule"));
+  for (const char* f : {"plan.json", "plan.md", "plan-1/scenario.json", "plan-1/topology.json", "plan-2/scenario.json",
+                        "greedy-32/scenario.json", "plots/iteration-time.dat", "plots/iteration-time.gp"})
+    CHECK(std::filesystem::exists(dir.path() / "plan" / f));
+  for (const char* folder : {"plan-1", "greedy-32"}) {
+    const auto file = out + "/" + folder + "/scenario.json";
+    const auto sim = test::run(test::wanlab() + " simulate " + file +
+                               " --policies fair --connections 4 --no-placement-baseline --out " + out + "/sim-" + folder);
+    INFO(sim.out);
+    CHECK(sim.code == 0);
+    const auto bench = test::run(test::wanlab() + " bench " + file + " --mode simulate --policies fair --connections 4 " +
+                                 "--no-placement-baseline --out " + out + "/bench-" + folder);
+    INFO(bench.out);
+    CHECK(bench.code == 0);
+  }
+
+  for (const std::string args : {"--dcs use,usx", "--gpus 4096-1536", "--dcs use:abc", "--budget 0"}) {
+    const auto bad = test::run(test::wanlab() + " plan " + scenario + " " + args + " --out " + out + "-bad");
+    INFO(args << ": " << bad.out);
+    CHECK(bad.code == 2);
+    CHECK_THAT(bad.out, Contains("wanlab: plan: "));
+    const auto error = bad.out.substr(bad.out.find("wanlab: plan: "));
+    CHECK(std::count(error.begin(), error.end(), '\n') == 1);
   }
 }

@@ -69,7 +69,8 @@ std::string plan_name(const std::string& base, const std::string& suffix) {
 }
 
 std::string table_row(std::size_t rank, const Candidate& c, const core::Topology& topo) {
-  return fmt::format("| {} | {}{} | {} | {:.3f} | {} | {:.1f} | {:.1f} | {:.0f} | {:.0f} | {:.1f} |", rank,
+  return fmt::format("| {} | {}{} | {} | {:.3f} | {} | {:.1f} | {:.1f} | {:.0f} | {:.0f} | {:.1f} |",
+                     rank == 0 ? std::string("-") : std::to_string(rank),
                      c.describe(topo), c.greedy ? " **(Atlas greedy rule)**" : "", c.gpus(), c.predicted_s(),
                      model_name(c), 100 * c.gpu_utilization, c.wan_bytes / 1e9, 100 * c.busiest_link_utilization,
                      c.tokens_per_s(), c.memory_bytes / 1e9);
@@ -128,9 +129,9 @@ void write_plot(const fs::path& out, const core::Topology& topo, const planner::
   write_text_file(plots / "iteration-time.gp",
                   "# Predicted iteration time against GPUs used, one line per DC set (wanlab plan; the simulator's\n"
                   "# fast model). Redraw: gnuplot iteration-time.gp\n"
-                  "set terminal svg size 1000,640 dynamic font 'sans,12'\nset output 'iteration-time.svg'\n"
+                  "set terminal svg size 1200,900 dynamic font 'sans,12'\nset output 'iteration-time.svg'\n"
                   "set xlabel 'GPUs used'\nset ylabel 'predicted iteration time (s)'\nset logscale y\n"
-                  "set key outside right top\nset grid\n" +
+                  "set key outside below maxcols 4 font ',10'\nset grid\n" +
                       clauses + "\n");
   if (clauses.empty()) return;
   const int rc = run_gnuplot(plots, "iteration-time.gp");

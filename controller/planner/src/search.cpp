@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "wanlab/arbiter/arbiter.hpp"
+#include "wanlab/core/address_plan.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/core/json_fields.hpp"
 #include "wanlab/planner/memory.hpp"
@@ -45,11 +46,16 @@ std::optional<long> whole_number(std::string_view s) {
   return v;
 }
 
-// Replicas of `tp` GPUs (each inside one node) a DC offering `gpus` free GPUs holds: whole
-// nodes only.
+// The nodes a DC offering `gpus` free GPUs gives a plan: whole nodes, at most what the lab's
+// address plan holds, so every plan's topology file loads.
+int offered_nodes(const core::Dc& dc, int gpus) {
+  return dc.gpus_per_node == 0 ? 0 : std::min(gpus / dc.gpus_per_node, core::kMaxNodesPerDc);
+}
+
+// Replicas of `tp` GPUs (each inside one node) such a DC holds.
 int replica_slots(const core::Dc& dc, int gpus, int tp) {
-  if (dc.gpus_per_node < tp || dc.gpus_per_node == 0) return 0;
-  return gpus / dc.gpus_per_node * (dc.gpus_per_node / tp);
+  if (dc.gpus_per_node < tp) return 0;
+  return offered_nodes(dc, gpus) * (dc.gpus_per_node / tp);
 }
 
 // Stages per DC of `chain` for `pp` stages of `dp` replicas: every DC at least one, none
@@ -388,7 +394,7 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
   // by workload::place_workers on the offered DCs (whole nodes).
   core::Topology offered = topo;
   for (auto& dc : offered.dcs) dc.nodes = 0;
-  for (const auto& off : o.dcs) offered.dcs[off.dc].nodes = off.gpus / std::max(1, topo.dcs[off.dc].gpus_per_node);
+  for (const auto& off : o.dcs) offered.dcs[off.dc].nodes = offered_nodes(topo.dcs[off.dc], off.gpus);
   for (long n : counts) {
     Candidate g;
     g.greedy = true;
@@ -505,8 +511,8 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
                                   o.gpus.hi));
     throw PlanError(fmt::format(
         "the model fits nowhere: its smallest split needs {:.1f} GB per GPU (stage {}: {:.1f} GB of weights, "
-        "gradients and Adam state, {:.1f} GB of activations), more than {:.0f} GB; offer more GPUs (--gpus, --dcs) "
-        "or a smaller batch (--batch)",
+        "gradients and Adam state, {:.1f} GB of activations), more than {:.0f} GB; offer more GPUs (--gpus, --dcs): "
+        "more pipeline stages split the model finer",
         smallest.peak_bytes / 1e9, smallest.stage, smallest.state_bytes / 1e9, smallest.activation_bytes / 1e9,
         kGpuMemoryBytes / 1e9));
   }
