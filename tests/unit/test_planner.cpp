@@ -259,4 +259,7 @@ TEST_CASE("plan: the CLI writes plans that simulate and bench take; bad input is
     const auto error = bad.out.substr(bad.out.find("wanlab: plan: "));
     CHECK(std::count(error.begin(), error.end(), '\n') == 1);
   }
+  const auto missing = test::run(test::wanlab() + " plan " + out + "/none.json");
+  CHECK(missing.code == 2);
+  CHECK_THAT(missing.out, Contains("wanlab: plan: " + out + "/none.json: "));
 }

@@ -243,7 +243,10 @@ int cmd_plan(const PlanArgs& a) {
     o.fast.acks = false;
     o.full.traces = load_link_traces(topo);
   } catch (const core::ConfigError& e) {
-    fmt::print(stderr, "wanlab: plan: {}\n", config_reasons(e));
+    // One line: every problem with its file and field, "; "-separated.
+    std::string line;
+    for (const auto& d : e.diagnostics()) line += (line.empty() ? "" : "; ") + d.to_string();
+    fmt::print(stderr, "wanlab: plan: {}\n", line);
     return 2;
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "wanlab: plan: {}\n", e.what());
