@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "launch_command.hpp"
 #include "replay_commands.hpp"
+#include "plan_command.hpp"
 #include "run_command.hpp"
 #include "simulate_command.hpp"
 #include "suggest.hpp"
@@ -213,6 +214,31 @@ int main(int argc, char** argv) {
       "in the lab; ring all-reduces inside a DC over each node's --lan-rate link. Exit status: 0 every variant\n"
       "ran, 1 one failed, 2 bad input.");
 
+  PlanArgs plan;
+  auto* plan_cmd = app.add_subcommand(
+      "plan", "Search where and how to train a scenario's model: which DCs, how many GPUs, PP x DP x TP, micro-batches, "
+              "schedule, connections and policy, predicted by the simulator (a fast model to prune, the default "
+              "model for the best); prints the best K with Atlas's greedy rule marked and writes each as a scenario "
+              "that run, bench and simulate take (docs/plan.md)");
+  plan_cmd->add_option("scenario", plan.scenario, "Scenario file (JSON): its model, MFU, batch, scale and lab")->required();
+  plan_cmd->add_option("--gpus", plan.gpus,
+                       "The most GPUs a plan may use: N, or LO-HI to search 8 counts from LO to HI (default: every "
+                       "free GPU of the DCs)")
+      ->type_name("N|LO-HI");
+  plan_cmd->add_option("--dcs", plan.dcs,
+                       "DCs to plan on, comma-separated, each NAME or NAME:GPUS (its free GPUs; default: the "
+                       "topology's free_gpus, else nodes x gpus_per_node), e.g. use:2048,usw,euw:512")
+      ->type_name("LIST");
+  plan_cmd->add_option("--top", plan.top, "How many plans to rank with the default model and write (default 5)");
+  plan_cmd->add_option("--out", plan.out, "Results folder (default: plan-results/SCENARIO-YYYYMMDD-HHMMSS)");
+  plan_cmd->add_option("--budget", plan.budget,
+                       "Seconds of wall time for the search (default 60); when it runs out, the best so far is kept");
+  plan_cmd->add_option("--batch", plan.batch,
+                       "Sequences per iteration, held fixed across plans (default: the scenario's micro-batches x "
+                       "micro-batch size x the dp it would have at the largest GPU count)");
+  plan_cmd->footer("Exit status: 0 planned, 1 results could not be written, 2 bad input (a model that fits nowhere, "
+                   "an unknown DC, a budget too short for one candidate).");
+
   std::optional<std::string> down_lab;
   auto* down_cmd = app.add_subcommand("down", "Remove a lab and everything it created (also after its controller died)");
   down_cmd->add_option("lab", down_lab, "Lab name (default: the only lab up)");
@@ -404,6 +430,7 @@ int main(int argc, char** argv) {
       return cmd_bench(bench);
     }
     if (*sim_cmd) return cmd_simulate(simulate);
+    if (*plan_cmd) return cmd_plan(plan);
     if (*down_cmd) return cmd_down(down_lab);
     if (*status_cmd) return cmd_status(status_lab, status_json);
     if (*exec_cmd) {

@@ -32,7 +32,7 @@ using Keys = std::span<const std::string_view>;
 constexpr std::string_view kTopKeys[] = {"name", "description", "lan", "node", "dcs", "wan"};
 constexpr std::string_view kNodeKeys[] = {"tcp_congestion", "sysctls"};
 constexpr std::string_view kLanKeys[] = {"rate", "delay", "mtu"};
-constexpr std::string_view kDcKeys[] = {"name", "region", "nodes", "gpus_per_node", "gpu"};
+constexpr std::string_view kDcKeys[] = {"name", "region", "nodes", "gpus_per_node", "gpu", "free_gpus"};
 constexpr std::string_view kWanKeys[] = {"between", "from", "to",         "delay", "rtt",  "rate",
                                          "jitter",  "loss", "loss_burst", "queue", "trace"};
 
@@ -45,6 +45,8 @@ constexpr std::string_view kQueueText = "a string such as \"1000p\" (packets) or
 constexpr int kMinMtu = 576;  // the smallest MTU every IPv4 host must accept
 constexpr int kMaxMtu = 9000;
 constexpr int kMaxGpusPerNode = 16;
+// A DC's free GPUs for planning: far beyond any one site today, small enough for int sums.
+constexpr int kMaxFreeGpus = 10'000'000;
 
 // --- typed field access ---------------------------------------------------------------------
 
@@ -262,6 +264,15 @@ void parse_dcs(const json* dcs, Topology& t, std::map<std::string, std::size_t>&
           d.add(child(at, "gpus_per_node"), fmt::format("{} is outside 0..{}", *gpus, kMaxGpusPerNode));
         else
           dc.gpus_per_node = static_cast<int>(*gpus);
+      }
+    }
+
+    // Read by `wanlab plan` only (planner::topology_offers); the lab builds `nodes` nodes.
+    if (const auto* f = find(v, "free_gpus")) {
+      if (auto gpus = as_integer(*f, child(at, "free_gpus"), d)) {
+        if (*gpus < 0 || *gpus > kMaxFreeGpus)
+          d.add(child(at, "free_gpus"), fmt::format("{} is outside 0..{} (the GPUs this DC has free for a job, "
+                                                    "for wanlab plan)", *gpus, kMaxFreeGpus));
       }
     }
 
