@@ -206,6 +206,10 @@ def row(task):
             e["recompute"] = sc.get("recompute", False)
             e["memory_gb"] = memory_need(SHAPES[model], pp, TP, sc["schedule"], sc["micro_batches"],
                                          sc["micro_batch_size"], e["recompute"])[0] / 1e9
+            if e["memory_gb"] > GPU_MEMORY_GB:  # simulated, but not a plan a GPU could hold: left out
+                return {"skipped": f"does not fit: {e['memory_gb']:.0f} GB per GPU of {GPU_MEMORY_GB:.0f}",
+                        "memory_gb": e["memory_gb"], "micro_batches": e["micro_batches"],
+                        "micro_batch_size": e["micro_batch_size"]}
         return e
 
     for name in BASELINES + ["atlas-k4"]:
@@ -225,6 +229,8 @@ def row(task):
 
 
 def fmt_sys(e):
+    if "skipped" in e and "memory_gb" in e:
+        return f"no fit ({e['memory_gb']:.0f} GB)", "-"
     if "skipped" in e:
         return "n/a", "n/a"
     return f"{e['iteration_s']:.2f}", f"{100 * e['gpu_util']:.1f}"
@@ -346,7 +352,7 @@ def report(rows, wall, date, argv):
         if r.get("infeasible"):
             continue
         v, b = r["systems"]["varuna"], r["systems"]["atlas+bubbletea"]
-        vp = "n/a" if "skipped" in v else f"{v['micro_batches']} x {v['micro_batch_size']} ({v['memory_gb']:.0f})"
+        vp = f"{v['micro_batches']} x {v['micro_batch_size']} ({v['memory_gb']:.0f})" if "memory_gb" in v else "n/a"
         if "skipped" in b:
             lines.append(f"| {r['model']} | {r['topology']} | {vp} | not run | | |")
             continue
