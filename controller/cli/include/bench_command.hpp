@@ -18,6 +18,7 @@ struct BenchArgs {
   std::optional<std::string> policies;     // "fair,atlas" by default
   std::optional<std::string> connections;  // "1,<scenario's>" by default
   bool no_placement_baseline = false;
+  std::optional<std::string> baselines;  // "stock,stock-flat,varuna" or "all"
   std::optional<std::string> out;
   std::string backend = "auto";
   bool keep_lab = false;

@@ -15,6 +15,13 @@ namespace wanlab::cli::bench {
 inline constexpr const char* kAtlasRule = "atlas-rule";
 inline constexpr const char* kScenarioPlacement = "scenario";
 inline constexpr const char* kDpAcrossDcs = "dp-across-dcs";
+/// The named baselines (workload::baseline_scenario, docs/baselines.md) are placements too:
+/// each variant of one is named after it ("stock", "stock-flat", "varuna"), policy fair, 1
+/// connection.
+bool is_named_baseline(const std::string& placement);
+/// "stock,varuna" -> {"stock", "varuna"} ("all": every one), trimmed, duplicates dropped.
+/// Throws std::invalid_argument naming an unknown baseline and the known ones.
+std::vector<std::string> parse_baselines(const std::string& text);
 
 struct Variant {
   std::string name;  // also its folder: "fair-k1", "atlas-k4", "fair-k4-dp-across-dcs"
@@ -28,7 +35,7 @@ struct Variant {
 
 inline constexpr const char* kTrainingOnlySuffix = "-training-only";
 
-/// Scenarios with a prefill load: before each variant (the "DP across DCs" baseline aside)
+/// Scenarios with a prefill load: before each variant (the "DP across DCs" and named baselines aside)
 /// its twin without the load, named NAME-training-only, so each has its training slowdown.
 std::vector<Variant> add_training_only_twins(const std::vector<Variant>& variants);
 
@@ -58,7 +65,7 @@ std::vector<int> parse_connections(const std::string& text);
 /// The default connections list: 1 and the scenario's, sorted, duplicates dropped.
 std::vector<int> default_connections(int scenario_connections);
 
-/// "POLICY-kCONNECTIONS", with "-dp-across-dcs" for that placement.
+/// "POLICY-kCONNECTIONS", with "-dp-across-dcs" for that placement; a named baseline's name.
 std::string variant_name(const std::string& policy, int connections, const std::string& placement = kAtlasRule);
 
 /// Every policy x every connections value (placement `scenario_placement`: kAtlasRule or
@@ -66,8 +73,10 @@ std::string variant_name(const std::string& policy, int connections, const std::
 /// `placement_baseline`) "DP across DCs" with policy fair and the largest connections
 /// value. The baseline (fair, smallest connections value) comes first, and is added when
 /// the policies leave fair out.
+/// Then one variant per named baseline in `baselines`, in that order.
 std::vector<Variant> expand_variants(const std::vector<std::string>& policies, const std::vector<int>& connections,
-                                     bool placement_baseline, const std::string& scenario_placement = kAtlasRule);
+                                     bool placement_baseline, const std::string& scenario_placement = kAtlasRule,
+                                     const std::vector<std::string>& baselines = {});
 
 /// The baseline's name for these connections: fair with the smallest value.
 std::string baseline_name(const std::vector<int>& connections);

@@ -2,6 +2,7 @@
 // What `run` and `bench` share: finding or bringing up a scenario's lab, starting a run on
 // it through the controller, following it to the end (progress lines, Ctrl-C aborts it).
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -32,12 +33,17 @@ bool lab_running(const std::string& name);
 /// A ConfigError's problems on one line, "; "-separated, without the "N problems found" header.
 std::string config_reasons(const core::ConfigError& e);
 
-/// The "DP across DCs" placement baseline among `variants`: its scenario when the lab can
-/// host it; otherwise the variant is dropped, said with `verb` ("running", "simulating")
-/// and recorded in `skipped` with the reason.
-std::optional<workload::Scenario> dp_across_dcs_variant(const workload::Scenario& scenario, const core::Topology& topo,
-                                                        std::vector<bench::Variant>& variants, nlohmann::json& skipped,
-                                                        const std::string& verb);
+/// The scenarios of the variants that run a modified scenario, by placement: the "DP across
+/// DCs" placement baseline (bench::kDpAcrossDcs) and the named baselines
+/// (workload::baseline_scenario).
+using PlacementScenarios = std::map<std::string, workload::Scenario>;
+
+/// The scenarios of the placement and named baselines among `variants` where the lab can
+/// host them; a variant it cannot host is dropped, said with `verb` ("running",
+/// "simulating") and recorded in `skipped` with the reason.
+PlacementScenarios dp_across_dcs_variant(const workload::Scenario& scenario, const core::Topology& topo,
+                                         std::vector<bench::Variant>& variants, nlohmann::json& skipped,
+                                         const std::string& verb);
 
 /// Whether OUT may receive a bench's or a simulation's results: new, empty, or an earlier
 /// one's folder (with bench.json or crosscheck.json; its variants' folders are redone).

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_report.hpp"
+#include "run_support.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/sim/simulator.hpp"
 #include "wanlab/workload/scenario.hpp"
@@ -32,6 +33,7 @@ struct SimFlags {
   std::optional<std::string> paced_stream;  // "8ms"
   double compute_jitter = sim::SimOptions{}.compute_jitter;  // fraction
   std::string timeline = "auto";  // auto, full, per-stage, none
+  int feedback_rounds = 4;  // with a prefill load: simulations at most (sim::simulate_with_prefill)
 };
 
 /// Turns the flags into options; throws std::invalid_argument naming the flag and the reason.
@@ -43,6 +45,7 @@ struct SimulateArgs {
   std::optional<std::string> policies;
   std::optional<std::string> connections;
   bool no_placement_baseline = false;
+  std::optional<std::string> baselines;  // "stock,stock-flat,varuna" or "all"
   std::optional<std::string> out;
   SimFlags sim;
   bool quiet = false;
@@ -50,12 +53,12 @@ struct SimulateArgs {
 int cmd_simulate(const SimulateArgs& a);
 
 /// Simulates `variants` of `scenario` on `topo` into `out` (created; one folder per
-/// variant, bench.json and bench.md). `dp_across` is the placement baseline's scenario
-/// where a variant needs it. Returns bench.json's object; `rc` is set to 1 if a variant
+/// variant, bench.json and bench.md). `dp_across` has the scenarios of the placement and
+/// named baselines, by placement, where a variant needs one. Returns bench.json's object; `rc` is set to 1 if a variant
 /// failed. Throws std::runtime_error when a file cannot be written.
 nlohmann::json simulate_variants(const workload::Scenario& scenario, const std::string& scenario_file,
                                  const core::Topology& topo, const std::vector<bench::Variant>& variants,
-                                 const std::optional<workload::Scenario>& dp_across, nlohmann::json skipped,
+                                 const PlacementScenarios& dp_across, nlohmann::json skipped,
                                  const std::vector<std::string>& policies, const std::vector<int>& connections,
                                  const SimFlags& flags, const std::filesystem::path& out, int& rc);
 

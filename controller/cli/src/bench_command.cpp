@@ -28,7 +28,7 @@ using nlohmann::json;
 // Returns bench.json's object (null when the lab could not be had); `rc` as cmd_bench's.
 json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const core::Topology& topo,
                   const std::vector<bench::Variant>& variants_in, json skipped,
-                  const std::optional<workload::Scenario>& dp_across, const std::vector<std::string>& policies,
+                  const PlacementScenarios& dp_across, const std::vector<std::string>& policies,
                   const std::vector<int>& connections, const fs::path& out, int& rc) {
   const auto baseline = bench::baseline_name(connections);
   // With a prefill load, each variant's twin without it gives its training slowdown.
@@ -78,11 +78,12 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
       std::fflush(stdout);
       const fs::path folder = out / name;
       fs::remove_all(folder, ec);  // an earlier bench's run of this variant
-      const workload::Scenario& scen = v.placement == bench::kDpAcrossDcs ? *dp_across
-                                       : v.training_only                  ? *training_only
-                                                                          : scenario;
+      const auto special = dp_across.find(v.placement);
+      const workload::Scenario& scen = special != dp_across.end() ? special->second
+                                       : v.training_only         ? *training_only
+                                                                 : scenario;
       RunRequest request{fs::absolute(a.scenario), folder, v.connections, v.policy};
-      if (v.placement == bench::kDpAcrossDcs || v.training_only) {
+      if (special != dp_across.end() || v.training_only) {
         // The modified scenario runs from the variant's folder; its topology path is absolute.
         request.scenario = folder / "bench-scenario.json";
         try {
@@ -265,8 +266,16 @@ int cmd_bench(const BenchArgs& a) {
     return 2;
   }
 
+  std::vector<std::string> baselines;
+  try {
+    if (a.baselines) baselines = bench::parse_baselines(*a.baselines);
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "wanlab: bench: --baselines: {}\n", e.what());
+    return 2;
+  }
   auto variants = bench::expand_variants(policies, connections, !a.no_placement_baseline,
-                                         scenario.placement.empty() ? bench::kAtlasRule : bench::kScenarioPlacement);
+                                         scenario.placement.empty() ? bench::kAtlasRule : bench::kScenarioPlacement,
+                                         baselines);
   const auto baseline = bench::baseline_name(connections);
   json skipped = json::array();
   const auto dp_across = dp_across_dcs_variant(scenario, topo, variants, skipped, "running");

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 
 #include <boost/math/distributions/students_t.hpp>
@@ -12,6 +13,7 @@
 
 #include "wanlab/arbiter/arbiter.hpp"
 #include "wanlab/run/results.hpp"
+#include "wanlab/workload/baselines.hpp"
 
 namespace wanlab::cli::bench {
 namespace {
@@ -115,7 +117,38 @@ std::vector<int> default_connections(int scenario_connections) {
   return {1, scenario_connections};
 }
 
+bool is_named_baseline(const std::string& placement) {
+  const auto& names = workload::baseline_names();
+  return std::find(names.begin(), names.end(), placement) != names.end();
+}
+
+std::vector<std::string> parse_baselines(const std::string& text) {
+  const auto& known = workload::baseline_names();
+  std::vector<std::string> out;
+  std::string item;
+  std::stringstream in(text);
+  while (std::getline(in, item, ',')) {
+    const auto b = item.find_first_not_of(" \t");
+    const auto e = item.find_last_not_of(" \t");
+    item = b == std::string::npos ? "" : item.substr(b, e - b + 1);
+    if (item.empty()) continue;
+    if (item == "all") {
+      for (const auto& k : known)
+        if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+      continue;
+    }
+    if (!is_named_baseline(item)) {
+      std::string names;
+      for (const auto& k : known) names += (names.empty() ? "" : ", ") + k;
+      throw std::invalid_argument(fmt::format("unknown baseline \"{}\"; baselines: {} (or all)", item, names));
+    }
+    if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+  }
+  return out;
+}
+
 std::string variant_name(const std::string& policy, int connections, const std::string& placement) {
+  if (is_named_baseline(placement)) return placement;
   auto name = fmt::format("{}-k{}", policy, connections);
   if (placement == kDpAcrossDcs) name += std::string("-") + kDpAcrossDcs;
   return name;
@@ -126,7 +159,8 @@ std::string baseline_name(const std::vector<int>& connections) {
 }
 
 std::vector<Variant> expand_variants(const std::vector<std::string>& policies, const std::vector<int>& connections_in,
-                                     bool placement_baseline, const std::string& scenario_placement) {
+                                     bool placement_baseline, const std::string& scenario_placement,
+                                     const std::vector<std::string>& baselines) {
   auto connections = connections_in;
   std::sort(connections.begin(), connections.end());
   connections.erase(std::unique(connections.begin(), connections.end()), connections.end());
@@ -140,6 +174,7 @@ std::vector<Variant> expand_variants(const std::vector<std::string>& policies, c
   for (const auto& p : policies)
     for (int k : connections) add(p, k, scenario_placement);
   if (placement_baseline) add("fair", connections.back(), kDpAcrossDcs);
+  for (const auto& b : baselines) add("fair", 1, b);
   return out;
 }
 
@@ -148,7 +183,7 @@ std::vector<Variant> add_training_only_twins(const std::vector<Variant>& variant
   for (const auto& v : variants) {
     const bool has_twin = std::any_of(variants.begin(), variants.end(),
                                       [&](const Variant& t) { return t.name == v.name + kTrainingOnlySuffix; });
-    if (v.placement != kDpAcrossDcs && !v.training_only && !has_twin) {
+    if (v.placement != kDpAcrossDcs && !is_named_baseline(v.placement) && !v.training_only && !has_twin) {
       Variant twin = v;
       twin.name += kTrainingOnlySuffix;
       twin.training_only = true;

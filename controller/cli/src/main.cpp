@@ -95,6 +95,10 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("--no-placement-baseline", bench.no_placement_baseline,
                       "Leave out the \"DP across DCs\" variant (policy fair, the largest --connections value, each "
                       "DP replica's pipeline inside one DC and the replicas spread over the DCs)");
+  bench_cmd->add_option("--baselines", bench.baselines,
+                        "Comma-separated named baselines to run too: stock (DP across DCs, hierarchical all-reduce, "
+                        "1 connection), stock-flat (the same with a flat ring), varuna (GPipe with recomputation, "
+                        "micro-batches chosen for the network, 1 connection), or all (docs/baselines.md)");
   bench_cmd->add_option("--out", bench.out, "Bench folder (default: bench-results/SCENARIO-YYYYMMDD-HHMMSS)");
   bench_cmd->add_option("--backend", bench.backend,
                         "Shaping backend if the lab must be brought up: auto, kernel or userspace")
@@ -124,6 +128,10 @@ int main(int argc, char** argv) {
                         "runs[].attempts keeps every attempt's. 0: never again")
       ->check(CLI::Range(0.0, 100.0));
   const auto add_sim_flags = [](CLI::App* cmd, SimFlags& f) {
+    cmd->add_option("--feedback-rounds", f.feedback_rounds,
+                    "Simulator, with a prefill load: simulations at most while BubbleTea's waits are fed back into "
+                    "training until they are stable (1: not fed back; default 4; docs/bubbletea.md)")
+        ->check(CLI::Range(1, 16));
     cmd->add_option("--lan-rate", f.lan_rate,
                     "Simulator: each node's link to its DC's network, each direction, e.g. 10Gbit (default: the "
                     "topology's LAN rate x scale; unshaped LANs are unlimited there)");
@@ -200,6 +208,9 @@ int main(int argc, char** argv) {
                       "Comma-separated TCP connections per WAN peer, 1 to 64 (default: 1 and the scenario's)");
   sim_cmd->add_flag("--no-placement-baseline", simulate.no_placement_baseline,
                     "Leave out the \"DP across DCs\" variant");
+  sim_cmd->add_option("--baselines", simulate.baselines,
+                      "Comma-separated named baselines to simulate too: stock, stock-flat, varuna or all "
+                      "(docs/baselines.md)");
   sim_cmd->add_option("--out", simulate.out, "Results folder (default: sim-results/SCENARIO-YYYYMMDD-HHMMSS)");
   add_sim_flags(sim_cmd, simulate.sim);
   sim_cmd->add_flag("--quiet", simulate.quiet, "Fewer lines");

@@ -195,18 +195,21 @@ bool usable_results_folder(const std::filesystem::path& out) {
   return fs::is_empty(out, ec) || fs::exists(out / "bench.json", ec) || fs::exists(out / "crosscheck.json", ec);
 }
 
-std::optional<workload::Scenario> dp_across_dcs_variant(const workload::Scenario& scenario, const core::Topology& topo,
-                                                        std::vector<bench::Variant>& variants, nlohmann::json& skipped,
-                                                        const std::string& verb) {
-  std::optional<workload::Scenario> dp_across;
+PlacementScenarios dp_across_dcs_variant(const workload::Scenario& scenario, const core::Topology& topo,
+                                         std::vector<bench::Variant>& variants, nlohmann::json& skipped,
+                                         const std::string& verb) {
+  PlacementScenarios dp_across;
   for (auto it = variants.begin(); it != variants.end();) {
-    if (it->placement != bench::kDpAcrossDcs) {
+    const bool named = bench::is_named_baseline(it->placement);
+    if (it->placement != bench::kDpAcrossDcs && !named) {
       ++it;
       continue;
     }
     try {
-      dp_across = workload::dp_across_dcs_placement(scenario, topo);
-      (void)workload::build_plan(*dp_across, topo);
+      auto scen = named ? workload::baseline_scenario(it->placement, scenario, topo)
+                        : workload::dp_across_dcs_placement(scenario, topo);
+      (void)workload::build_plan(scen, topo);
+      dp_across[it->placement] = std::move(scen);
       ++it;
     } catch (const core::ConfigError& e) {
       fmt::print("not {} {}: lab {} cannot host it: {}\n", verb, it->name, topo.name, config_reasons(e));

@@ -156,7 +156,7 @@ std::vector<sim::LinkTrace> load_link_traces(const core::Topology& topo) {
 
 json simulate_variants(const workload::Scenario& scenario, const std::string& scenario_file,
                        const core::Topology& topo, const std::vector<bench::Variant>& variants,
-                       const std::optional<workload::Scenario>& dp_across, json skipped,
+                       const PlacementScenarios& dp_across, json skipped,
                        const std::vector<std::string>& policies, const std::vector<int>& connections,
                        const SimFlags& flags, const fs::path& out, int& rc) {
   auto options = parse_sim_flags(flags);
@@ -168,7 +168,8 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
   for (std::size_t i = 0; i < variants.size(); ++i) {
     const auto& v = variants[i];
     const auto tag = fmt::format("[{}/{}] {}", i + 1, variants.size(), v.name);
-    workload::Scenario scen = v.placement == bench::kDpAcrossDcs ? *dp_across : scenario;
+    const auto special = dp_across.find(v.placement);
+    workload::Scenario scen = special != dp_across.end() ? special->second : scenario;
     scen.policy = v.policy;
     scen.connections = v.connections;
     const fs::path folder = out / v.name;
@@ -177,17 +178,22 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
     try {
       const auto plan = workload::build_plan(scen, topo);
       const auto t0 = std::chrono::steady_clock::now();
-      auto r = sim::simulate(plan, options);
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      // BubbleTea: the prefill load placed into the simulated run's bubbles (sim/prefill.hpp).
-      // Prefill runs on each GPU of its own, so then every worker needs its own report;
-      // otherwise the TP ranks of a group share their group's (sim::SimResult::groups).
+      // BubbleTea: the prefill load placed into the simulated run's bubbles, what it makes
+      // training wait fed back into the timeline (sim/prefill.hpp). Prefill runs on each GPU
+      // of its own, so then every worker needs its own report; otherwise the TP ranks of a
+      // group share their group's (sim::SimResult::groups).
       std::optional<json> prefill;
       std::vector<program::WorkerReport> own;
+      sim::SimResult r;
       if (scen.prefill) {
-        own = r.reports();
-        prefill = sim::simulate_prefill(plan, own, options);
+        auto fed = sim::simulate_with_prefill(plan, options, flags.feedback_rounds);
+        r = std::move(fed.result);
+        own = std::move(fed.reports);
+        prefill = std::move(fed.prefill);
+      } else {
+        r = sim::simulate(plan, options);
       }
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const auto reports = scen.prefill ? workload::by_worker(plan, own) : r.by_worker();
 
       const std::int64_t end_ns = r.end_ns();
@@ -294,7 +300,7 @@ int cmd_simulate(const SimulateArgs& a) {
   core::Topology topo;
   std::vector<std::string> policies;
   std::vector<int> connections;
-  std::optional<workload::Scenario> dp_across;
+  PlacementScenarios dp_across;
   json skipped = json::array();
   std::vector<bench::Variant> variants;
   try {
@@ -321,8 +327,16 @@ int cmd_simulate(const SimulateArgs& a) {
     fmt::print(stderr, "wanlab: {}\n", e.what());
     return 2;
   }
+  std::vector<std::string> baselines;
+  try {
+    if (a.baselines) baselines = bench::parse_baselines(*a.baselines);
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "wanlab: simulate: --baselines: {}\n", e.what());
+    return 2;
+  }
   variants = bench::expand_variants(policies, connections, !a.no_placement_baseline,
-                                    scenario.placement.empty() ? bench::kAtlasRule : bench::kScenarioPlacement);
+                                    scenario.placement.empty() ? bench::kAtlasRule : bench::kScenarioPlacement,
+                                    baselines);
   dp_across = dp_across_dcs_variant(scenario, topo, variants, skipped, "simulating");
   const fs::path out =
       fs::absolute(a.out ? fs::path(*a.out) : fs::path("sim-results") / (scenario.name + "-" + timestamp()));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <queue>
 #include <unordered_map>
@@ -21,11 +22,17 @@ bool is_training_compute(SpanKind k) {
 }
 bool is_bubble(SpanKind k) { return k == SpanKind::recv_wait || k == SpanKind::allreduce; }
 
-// What a GPU is busy with, as disjoint intervals: start -> (end, training?).
+// What a GPU is busy with, as disjoint intervals: start -> (end, training?), and for
+// training compute, which op it is.
 struct Busy {
-  std::map<Ns, std::pair<Ns, bool>> spans;
-  void add(Ns start, Ns end, bool training) {
-    if (end > start) spans[start] = {end, training};
+  struct Span {
+    Ns end = 0;
+    bool training = false;
+    ComputeOpKey op;
+  };
+  std::map<Ns, Span> spans;
+  void add(Ns start, Ns end, bool training, ComputeOpKey op = {}) {
+    if (end > start) spans[start] = {end, training, op};
   }
 };
 
@@ -41,7 +48,8 @@ struct Event {
 class PrefillRun {
  public:
   PrefillRun(const workload::Plan& plan, std::vector<program::WorkerReport>& reports, const SimOptions& options)
-      : plan_(plan),
+      : options_(options),
+        plan_(plan),
         reports_(reports),
         pp_(workload::plan_prefill(plan)),
         topo_(plan.topology),
@@ -88,7 +96,8 @@ class PrefillRun {
       const auto& rep = reports_.at(static_cast<std::size_t>(w));
       std::vector<bubbletea::Interval> first;
       for (const auto& s : rep.spans) {
-        if (is_training_compute(s.kind)) busy_[g].add(s.start_ns, s.end_ns, true);
+        if (is_training_compute(s.kind))
+          busy_[g].add(s.start_ns, s.end_ns, true, ComputeOpKey{w - tp_rank(w), s.iteration, s.kind, s.microbatch});
         if (is_bubble(s.kind) && s.iteration == 0) first.push_back({s.start_ns, s.end_ns});
       }
       dispatcher_.predict(static_cast<int>(g), std::move(first));
@@ -126,6 +135,12 @@ class PrefillRun {
     return delay + (rate > 0 ? static_cast<Ns>(static_cast<double>(bytes) * 8 / rate * 1e9) : 0);
   }
 
+  int tp_rank(int worker) const { return plan_.programs.at(static_cast<std::size_t>(worker)).tp_rank; }
+
+ public:
+  const std::map<ComputeOpKey, std::int64_t>& delays() const { return delays_; }
+
+ private:
   static int iteration_of(const program::WorkerReport& rep, Ns t) {
     int i = 0;
     while (static_cast<std::size_t>(i + 1) < rep.iterations.size() && rep.iterations[static_cast<std::size_t>(i)].end_ns <= t)
@@ -150,8 +165,8 @@ class PrefillRun {
       auto it = spans.upper_bound(t);
       if (it != spans.begin()) {
         auto prev = std::prev(it);
-        if (prev->second.first > t) {  // busy at t: wait for the end
-          t = prev->second.first;
+        if (prev->second.end > t) {  // busy at t: wait for the end
+          t = prev->second.end;
           continue;
         }
       }
@@ -174,10 +189,14 @@ class PrefillRun {
       }
       left -= run;
       t += run;
-      if (left > 0 && it != spans.end() && it->second.second) {
+      if (left > 0 && it != spans.end() && it->second.training) {
         // Training needs the GPU: it waits for the layer under way, then the prefill yields.
         ++preemptions;
-        training_wait_ns_[g] += static_cast<double>(std::min(layer, left));
+        const Ns wait = std::min(layer, left);
+        training_wait_ns_[g] += static_cast<double>(wait);
+        // The TP group's op waits for the slowest of its GPUs.
+        auto& d = delays_[it->second.op];
+        d = std::max(d, wait);
       }
     }
     if (left > 0 || !started) return;  // not done by the end of the run
@@ -232,11 +251,12 @@ class PrefillRun {
     }
     s["training_wait_s_per_iteration"] = {{"mean", training_gpus ? sum / static_cast<double>(training_gpus) : 0.0},
                                           {"max", max},
-                                          {"fed_back", false}};
+                                          {"fed_back", !options_.compute_delays.empty()}};
     s.update(workload::prefill_load_summary(pp_));
     return s;
   }
 
+  const SimOptions& options_;
   const workload::Plan& plan_;
   std::vector<program::WorkerReport>& reports_;
   const workload::PrefillPlan pp_;
@@ -254,13 +274,51 @@ class PrefillRun {
   double lan_bps_ = 0;
   std::map<int, std::pair<std::size_t, int>> running_;  // request -> (GPU, preemptions), until it finishes
   std::vector<double> training_wait_ns_;
+  std::map<ComputeOpKey, std::int64_t> delays_;  // what each preempted training op waited
 };
 
 }  // namespace
 
 nlohmann::json simulate_prefill(const workload::Plan& plan, std::vector<program::WorkerReport>& reports,
-                                const SimOptions& options) {
-  return PrefillRun(plan, reports, options).run();
+                                const SimOptions& options, std::map<ComputeOpKey, std::int64_t>* delays) {
+  PrefillRun run(plan, reports, options);
+  auto summary = run.run();
+  if (delays) *delays = run.delays();
+  return summary;
+}
+
+PrefillFeedback simulate_with_prefill(const workload::Plan& plan, const SimOptions& options, int max_rounds) {
+  PrefillFeedback out;
+  SimOptions opt = options;
+  opt.compute_delays.clear();
+  const double iterations = std::max(1, plan.scenario.iterations);
+  for (int round = 1;; ++round) {
+    out.result = simulate(plan, opt);
+    out.reports = out.result.reports();
+    std::map<ComputeOpKey, std::int64_t> found;
+    out.prefill = simulate_prefill(plan, out.reports, opt, &found);
+    out.rounds = round;
+    // How far what this timeline's prefill makes training wait is from what was fed in.
+    double residual = 0;
+    for (const auto& [k, d] : found) {
+      const auto it = opt.compute_delays.find(k);
+      residual += static_cast<double>(std::llabs(d - (it == opt.compute_delays.end() ? 0 : it->second)));
+    }
+    for (const auto& [k, d] : opt.compute_delays)
+      if (!found.contains(k)) residual += static_cast<double>(d);
+    std::int64_t total = 0;
+    for (const auto& [k, d] : opt.compute_delays) total += d;
+    const double groups = static_cast<double>(out.result.groups.size());
+    out.fed_back_s_per_iteration = static_cast<double>(total) / 1e9 / iterations / std::max(1.0, groups);
+    out.residual_s_per_iteration = residual / 1e9 / iterations / std::max(1.0, groups);
+    if (found.empty() || found == opt.compute_delays || round >= max_rounds) break;
+    opt.compute_delays = std::move(found);
+  }
+  out.prefill["training_wait_s_per_iteration"]["feedback"] = {
+      {"rounds", out.rounds},
+      {"fed_back_s_per_group", out.fed_back_s_per_iteration},
+      {"residual_s_per_group", out.residual_s_per_iteration}};
+  return out;
 }
 
 }  // namespace wanlab::sim

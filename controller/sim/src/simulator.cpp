@@ -172,9 +172,14 @@ class Simulation final : public BurstHost {
         case OpKind::optimizer: {
           double seconds = op.seconds;
           if (ctx_.opt.compute_jitter > 0) seconds *= 1 + jitter_(jitter_rng_);
+          if (!ctx_.opt.compute_delays.empty()) {
+            const auto held = ctx_.opt.compute_delays.find(
+                ComputeOpKey{g.worker, g.iteration, program::compute_span_kind(op.kind), op.microbatch});
+            if (held != ctx_.opt.compute_delays.end()) g.t += held->second;
+          }
           const auto d = static_cast<Nanos>(std::llround(seconds * 1e9));
           g.report.spans.push_back(Span{program::compute_span_kind(op.kind), g.iteration, op.microbatch, g.t, g.t + d, 0, -1});
-          if (d > 0) {
+          if (g.t + d > now) {  // it computes, or a delay holds it
             g.wait = Group::Wait::compute;
             g.t += d;
             ctx_.events.push(g.t, ev::Wake{gi});

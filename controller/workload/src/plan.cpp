@@ -82,6 +82,70 @@ Op compute_op(OpKind kind, int mb, double flops) {
   return op;
 }
 
+// A ring all-reduce op of `bytes` (unscaled) among `ring`: inside one DC it scales by
+// lan_scale, with a WAN hop by scale.
+Op ring_allreduce(const Plan& plan, std::vector<int> ring, std::uint64_t bytes) {
+  Op ar;
+  ar.kind = OpKind::allreduce;
+  ar.ring = std::move(ring);
+  const auto dc = plan.workers.at(static_cast<std::size_t>(ar.ring.front())).dc;
+  bool one_dc = true;
+  for (int id : ar.ring) one_dc = one_dc && plan.workers.at(static_cast<std::size_t>(id)).dc == dc;
+  ar.bytes = scaled_bytes(bytes, one_dc ? run_lan_scale(plan.scenario) : plan.scenario.scale);
+  return ar;
+}
+
+}  // namespace
+
+std::vector<Op> allreduce_ops(const Plan& plan, const WorkerPlacement& w, std::uint64_t gradient_bytes) {
+  const auto& s = plan.scenario;
+  const auto& par = s.parallelism;
+  std::vector<int> all;
+  for (int r = 0; r < par.dp; ++r) all.push_back(worker_id(par, w.stage, r, w.tp_rank));
+  if (s.allreduce == AllReduce::ring) return {ring_allreduce(plan, all, gradient_bytes)};
+
+  // Hierarchical: the stage's replicas by DC, DCs in order of their first replica.
+  std::vector<std::size_t> dcs;
+  std::vector<std::vector<int>> by_dc;
+  for (int id : all) {
+    const auto dc = plan.workers.at(static_cast<std::size_t>(id)).dc;
+    const auto it = std::find(dcs.begin(), dcs.end(), dc);
+    if (it == dcs.end()) {
+      dcs.push_back(dc);
+      by_dc.push_back({id});
+    } else {
+      by_dc[static_cast<std::size_t>(it - dcs.begin())].push_back(id);
+    }
+  }
+  const std::size_t m = by_dc.front().size();
+  for (std::size_t i = 0; i < by_dc.size(); ++i)
+    if (by_dc[i].size() != m) {
+      core::Diagnostics d(s.source_file);
+      d.add("/allreduce",
+            fmt::format("hierarchical all-reduce needs as many replicas of stage {} in every DC it spans (one shard "
+                        "per replica inside a DC, one ring per shard across DCs): DC {} has {}, DC {} has {}; give a "
+                        "dp that is a multiple of the DCs used, or \"allreduce\": \"ring\"",
+                        w.stage, plan.topology.dcs.at(dcs.front()).name, m, plan.topology.dcs.at(dcs[i]).name,
+                        by_dc[i].size()));
+      d.throw_if_any();
+    }
+  const auto mine = static_cast<std::size_t>(std::find(dcs.begin(), dcs.end(), w.dc) - dcs.begin());
+  const auto& local = by_dc.at(mine);
+  const auto j = static_cast<std::size_t>(std::find(local.begin(), local.end(), w.worker) - local.begin());
+  std::vector<Op> ops;
+  // Reduce-scatter and all-gather inside the DC: 2(m-1) steps of bytes/m, one ring's worth.
+  if (m > 1) ops.push_back(ring_allreduce(plan, local, gradient_bytes));
+  // Across DCs, among the holders of shard j: a ring all-reduce of bytes/m.
+  if (dcs.size() > 1) {
+    std::vector<int> across;
+    for (const auto& members : by_dc) across.push_back(members[j]);
+    ops.push_back(ring_allreduce(plan, across, (gradient_bytes + m - 1) / m));
+  }
+  return ops;
+}
+
+namespace {
+
 program::WorkerProgram worker_program(const Plan& plan, const WorkerPlacement& w) {
   const auto& s = plan.scenario;
   const auto& par = s.parallelism;
@@ -108,19 +172,13 @@ program::WorkerProgram worker_program(const Plan& plan, const WorkerPlacement& w
       if (!last) p.ops.push_back(message(OpKind::send, next, activation_tag(mb), mb));
     } else {
       if (!last) p.ops.push_back(message(OpKind::recv, next, gradient_tag(mb), mb));
-      p.ops.push_back(compute_op(OpKind::backward, mb, cost.backward_flops));
+      // Recomputation runs the micro-batch's forward again before its backward.
+      p.ops.push_back(compute_op(OpKind::backward, mb, cost.backward_flops + (s.recompute ? cost.forward_flops : 0)));
       if (!first) p.ops.push_back(message(OpKind::send, prev, gradient_tag(mb), mb));
     }
   }
   if (par.dp > 1) {
-    Op ar;
-    ar.kind = OpKind::allreduce;
-    for (int r = 0; r < par.dp; ++r) ar.ring.push_back(worker_id(par, w.stage, r, w.tp_rank));
-    // A ring inside one DC scales by lan_scale; one with a WAN hop is WAN traffic.
-    bool one_dc = true;
-    for (int id : ar.ring) one_dc = one_dc && plan.workers.at(static_cast<std::size_t>(id)).dc == w.dc;
-    ar.bytes = scaled_bytes(cost.gradient_bytes_per_gpu, one_dc ? run_lan_scale(s) : s.scale);
-    p.ops.push_back(std::move(ar));
+    for (auto& ar : allreduce_ops(plan, w, cost.gradient_bytes_per_gpu)) p.ops.push_back(std::move(ar));
   }
   p.ops.push_back(compute_op(OpKind::optimizer, -1, cost.optimizer_flops));
   return p;

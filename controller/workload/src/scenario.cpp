@@ -21,10 +21,11 @@ using namespace core::fields;
 namespace {
 
 constexpr std::string_view kCongestion[] = {"cubic", "bbr", "reno"};
+constexpr std::string_view kAllReduces[] = {"ring", "hierarchical"};
 constexpr std::string_view kTopKeys[] = {
     "name",     "description",      "topology",      "model",      "gpu",      "parallelism",
     "schedule", "micro_batch_size", "micro_batches", "iterations", "warmup",   "connections",
-    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill"};
+    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill", "allreduce", "recompute"};
 constexpr std::string_view kPrefillKeys[] = {"model",  "arrival", "rate_per_s", "trace",           "loop",
                                              "prompt_tokens", "deadline_s", "margin", "loadgen", "decode",
                                              "inference_nodes", "scale"};
@@ -305,6 +306,11 @@ class ScenarioParser {
     if (const json* v = find(doc, "tcp_congestion"))
       if (auto cc = as_choice(*v, "/tcp_congestion", "a TCP congestion control", kCongestion, d_)) s_.tcp_congestion = *cc;
     if (const json* v = find(doc, "tcp_window")) tcp_window(*v);
+    if (const json* v = find(doc, "allreduce"))
+      if (auto a = as_choice(*v, "/allreduce", "an all-reduce algorithm", kAllReduces, d_))
+        s_.allreduce = *a == "hierarchical" ? AllReduce::hierarchical : AllReduce::ring;
+    if (const json* v = find(doc, "recompute"))
+      if (auto b = as_bool(*v, "/recompute", d_)) s_.recompute = *b;
   }
 
   // A size at full scale: "3MiB", "256KB" or a number of bytes.
@@ -599,6 +605,8 @@ std::string to_string(Schedule schedule) {
   return schedule == Schedule::gpipe ? "gpipe" : "1f1b";
 }
 
+std::string to_string(AllReduce a) { return a == AllReduce::hierarchical ? "hierarchical" : "ring"; }
+
 std::string to_string(ComputeMode mode) {
   return mode == ComputeMode::cuda ? "cuda" : "modeled";
 }
@@ -673,6 +681,8 @@ json to_json(const Scenario& s) {
          {"seed", s.seed},
          {"tcp_slow_start_after_idle", s.tcp_slow_start_after_idle},
          {"tcp_congestion", s.tcp_congestion}};
+  if (s.allreduce != AllReduce::ring) j["allreduce"] = to_string(s.allreduce);
+  if (s.recompute) j["recompute"] = true;
   if (s.tcp_window) j["tcp_window"] = *s.tcp_window;
   if (s.lan_scale) j["lan_scale"] = *s.lan_scale;
   if (!s.description.empty()) j["description"] = s.description;

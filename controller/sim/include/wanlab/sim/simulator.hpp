@@ -44,7 +44,9 @@
 // take the same path and get the same rates. The simulator runs TP rank 0 of every
 // (stage, replica) with each flow standing for tp x connections connections, and keeps its
 // report for every TP rank of the group (SimResult::groups; peers shift to each rank's own).
+#include <compare>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -74,6 +76,16 @@ struct LinkTrace {
 inline constexpr double kAckFraction = 66.0 / (2 * 1514.0);
 /// Bytes of payload per TCP segment (1,500-byte MTU, TCP timestamps).
 inline constexpr double kMss = 1448;
+
+/// One compute op of one TP group in one iteration: the group's worker id (TP rank 0), the
+/// iteration, the op's span kind (forward, backward, optimizer) and micro-batch (-1: none).
+struct ComputeOpKey {
+  int worker = 0;
+  int iteration = 0;
+  program::SpanKind kind = program::SpanKind::forward;
+  int microbatch = -1;
+  auto operator<=>(const ComputeOpKey&) const = default;
+};
 
 struct SimOptions {
   /// Each node's link to its DC's network, each direction (bit/s, applied as given, not
@@ -173,6 +185,10 @@ struct SimOptions {
   std::int64_t progress_period_ns = 5'000'000;
   arbiter::ArbiterOptions arbiter;
   std::vector<LinkTrace> traces;
+  /// Delays (ns) before compute ops start: the op waits that long on its GPU before it
+  /// computes (its span starts later). BubbleTea's feedback (sim/prefill.hpp): what a
+  /// prefill that held the GPU when training needed it cost that op.
+  std::map<ComputeOpKey, std::int64_t> compute_delays;
 };
 
 /// "shared", "fifo" or "paced".

@@ -9,8 +9,9 @@
 //     after it, except on the last stage: send them to (s+1, d, t);
 //   - before a backward, except on the last stage: recv the activation gradients from
 //     (s+1, d, t); after it, except on the first stage: send them to (s-1, d, t);
-//   - after the backwards, with dp > 1: a ring all-reduce of the gradients among the
-//     replicas (s, *, t), ring in replica order; then the optimizer step.
+//   - after the backwards, with dp > 1: the all-reduce of the gradients among the
+//     replicas (s, *, t) (allreduce_ops()); then the optimizer step.
+//   - with the scenario's recompute, each backward's FLOPs include its forward's again.
 // Each TP rank carries 1/tp of a stage boundary's tensor (the receiving TP group gathers
 // the rest inside its node, which is not modeled). Bytes on the wire are multiplied by the
 // scenario's scale and rounded, at least 1.
@@ -82,5 +83,15 @@ std::uint64_t scaled_bytes(std::uint64_t bytes, double scale);
 /// Places the workers and builds their programs. Throws core::ConfigError when the
 /// scenario does not fit the lab (see place_workers).
 Plan build_plan(const Scenario& scenario, const core::Topology& topo);
+
+/// The all-reduce ops worker `w` runs after its backwards, for `gradient_bytes` (unscaled)
+/// of gradients: with AllReduce::ring one ring over the stage's replicas in replica order;
+/// with AllReduce::hierarchical (scenario.hpp) a ring over the replicas in w's DC (if
+/// more than one) on the whole buffer, then a ring across DCs among the replicas at w's
+/// position in their DCs (DCs in order of their first replica) on bytes/m, m the replicas
+/// per DC. Rings inside one DC scale by lan_scale, others by scale. Needs `plan.workers`.
+/// Throws core::ConfigError ("/allreduce") when the hierarchical all-reduce's DCs hold
+/// different numbers of the stage's replicas.
+std::vector<program::Op> allreduce_ops(const Plan& plan, const WorkerPlacement& w, std::uint64_t gradient_bytes);
 
 }  // namespace wanlab::workload

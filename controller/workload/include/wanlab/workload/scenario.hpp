@@ -53,6 +53,18 @@ struct Parallelism {
 enum class Schedule { gpipe, one_f_one_b };
 std::string to_string(Schedule schedule);  // "gpipe", "1f1b"
 
+/// How a DP all-reduce among a stage's replicas runs (Scenario::allreduce).
+///   ring: one ring over all replicas in replica order, 2(n-1) steps of bytes/n each;
+///   hierarchical: as NCCL and stock frameworks run it across DCs: a reduce-scatter among
+///     the replicas in each DC (m-1 steps of bytes/m), an all-reduce across DCs among the
+///     replicas holding the same shard (one per DC: 2(D-1) steps of bytes/(m D)), then an
+///     all-gather inside each DC (m-1 steps of bytes/m). The programs carry it as two ring
+///     all-reduces: one inside the DC over the whole buffer (its 2(m-1) steps are the
+///     reduce-scatter's and the all-gather's, the same bytes and the same time in a
+///     blocking program), then one across DCs over bytes/m (workload/plan.hpp).
+enum class AllReduce { ring, hierarchical };
+std::string to_string(AllReduce a);  // "ring", "hierarchical"
+
 enum class ComputeMode { modeled, cuda };
 std::string to_string(ComputeMode mode);
 
@@ -136,6 +148,11 @@ struct Scenario {
   /// window keeps its ratio to the bandwidth-delay product when bytes and rates are scaled.
   /// nullopt: the nodes' own buffers (Linux's default tcp_rmem allows about 3 MiB), not scaled.
   std::optional<std::uint64_t> tcp_window;
+  /// The DP all-reduce's algorithm (AllReduce); "ring" by default.
+  AllReduce allreduce = AllReduce::ring;
+  /// Activation recomputation: every backward runs its micro-batch's forward again first
+  /// (backward FLOPs + forward FLOPs), as Varuna and Megatron's full recomputation do.
+  bool recompute = false;
   /// placement[stage][dp replica] = DC name; empty: the Atlas rule places the stages.
   std::vector<std::vector<std::string>> placement;
   /// BubbleTea prefill load; none: training only.
