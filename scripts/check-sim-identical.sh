@@ -4,8 +4,9 @@
 # paper-scale table (bench/paper_scale.py's scenarios), writing each run's folder under OUT;
 # with --ref REF, compares summary.json, windows.csv, links.csv, bench.json and
 # timeline.json of every run byte for byte against REF (made the same way by another
-# build), leaving out the fields that hold wall-clock time: "wall_s" (summary.json
-# `simulation`, bench.json's copies), "started_at" (summary.json) and "created_at"
+# build), leaving out the fields that hold wall-clock time or name the build: "wall_s"
+# (summary.json `simulation`, bench.json's copies), "started_at" (summary.json), "commit"
+# (the build's git commit, summary.json and bench.json `wanlab`) and "created_at"
 # (bench.json).
 #
 #   scripts/check-sim-identical.sh --wanlab OLD/wanlab --out /tmp/sim-ref          # the reference
@@ -94,7 +95,7 @@ fi
 
 [ -n "$REF" ] || exit "$failed"
 REF=$(realpath "$REF")
-strip() { grep -v -E '"(wall_s|started_at|created_at)":' "$1" || true; }
+strip() { grep -v -E '"(wall_s|started_at|created_at|commit)":' "$1" || true; }
 same=0 differ=0
 while IFS= read -r file; do
   rel=${file#"$OUT"/}
