@@ -363,7 +363,7 @@ def torchrun(wanlab, lab, work, job):
 
 def p2p_and_link_change(wanlab, lab, work, job):
     stop = os.path.join(work, "stop")
-    sizes = [4 * MIB, 16 * MIB]
+    sizes = [16 * MIB, 4 * MIB]  # the larger first: the 4 MiB rounds find the window open
     la = Launch(wanlab, lab, os.path.join(work, "run-p2p"), [PY, job, "p2p", ",".join(map(str, sizes)), "3", stop])
     hello = la.wait_for(lambda rs: sum(1 for r in rs if r["kind"] == "hello") == 2, 120)
     check(hello, "both ranks up (gloo rendezvous across the DCs by node name)")
