@@ -5,7 +5,7 @@ started with one `wanlab launch` line per job and no variable set by hand.
 
 Checks (the lab: use <-> euw, 40 ms RTT, 100 Mbit/s; 1448/1514 of it carries payload):
   1. send/recv of 4 and 16 MiB (rank 0 on use-0 sends, rank 1 on euw-0 answers with one
-     byte): the median of 3 rounds within 10 % of size / payload rate + one RTT;
+     byte): the median of 5 rounds within 10 % of size / payload rate + one RTT;
   2. a `wanlab link set use euw --rate 50Mbit` while 4 MiB rounds go on: the job keeps
      running, rounds before the change follow 100 Mbit/s and rounds after it 50 Mbit/s
      (median, 10 %); the rate is set back after;
@@ -364,7 +364,7 @@ def torchrun(wanlab, lab, work, job):
 def p2p_and_link_change(wanlab, lab, work, job):
     stop = os.path.join(work, "stop")
     sizes = [16 * MIB, 4 * MIB]  # the larger first: the 4 MiB rounds find the window open
-    la = Launch(wanlab, lab, os.path.join(work, "run-p2p"), [PY, job, "p2p", ",".join(map(str, sizes)), "3", stop])
+    la = Launch(wanlab, lab, os.path.join(work, "run-p2p"), [PY, job, "p2p", ",".join(map(str, sizes)), "5", stop])
     hello = la.wait_for(lambda rs: sum(1 for r in rs if r["kind"] == "hello") == 2, 120)
     check(hello, "both ranks up (gloo rendezvous across the DCs by node name)")
     names = sorted(r["host"] for r in results_of(la.lines) if r["kind"] == "hello")
