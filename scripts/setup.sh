@@ -19,12 +19,24 @@ packages=(
   mininet bridge-utils
 )
 
+# Optional: a tier that needs one skips visibly without it, so a failed install is a note,
+# not an error.
+optional=(
+  # the pytorch tier (a real framework through `wanlab launch`; tests/pytorch/run.sh)
+  python3-torch
+)
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
-if ((${#missing[@]} == 0)); then
+optional_missing=()
+for p in "${optional[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || optional_missing+=("$p")
+done
+
+if ((${#missing[@]} == 0 && ${#optional_missing[@]} == 0)); then
   echo "setup: all ${#packages[@]} packages already installed"
   exit 0
 fi
@@ -34,8 +46,15 @@ if [[ $(id -u) -ne 0 ]]; then
 else
   sudo=
 fi
-echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+$sudo apt-get update -qq || { ((${#missing[@]} == 0)) && echo "setup: note: apt-get update failed"; }
+if ((${#missing[@]} > 0)); then
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+for p in "${optional_missing[@]}"; do
+  echo "setup: installing optional $p"
+  $sudo apt-get install -y -qq --no-install-recommends "$p" >/dev/null ||
+    echo "setup: note: optional $p could not be installed; the tiers that need it will be skipped"
+done
 echo "setup: done"

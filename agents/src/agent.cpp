@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <tuple>
 
@@ -410,6 +413,26 @@ void Agent::handle(const nlohmann::json& m) {
             throw std::runtime_error(fmt::format("cannot write {} (set it to {} where the node is made, e.g. the "
                                                  "container's sysctls)",
                                                  path, want));
+        }
+      }
+      // The run's congestion control as the node's default too, so that every socket on
+      // the node during the run has it, not only the data connections (TCP_CONGESTION
+      // below). A namespace may only pick what the host allows (the controller adds it); where
+      // it still cannot, the data connections keep theirs and this says so.
+      if (const auto cc = a.value("tcp_congestion", std::string{}); !cc.empty()) {
+        const char* path = "/proc/sys/net/ipv4/tcp_congestion_control";
+        std::string now;
+        std::ifstream(path) >> now;
+        if (now != cc) {
+          std::FILE* f = std::fopen(path, "w");
+          int err = f == nullptr ? errno : 0;
+          if (f != nullptr) {
+            if (std::fputs(cc.c_str(), f) < 0) err = errno;
+            if (std::fclose(f) != 0 && err == 0) err = errno;
+          }
+          if (err != 0)
+            spdlog::warn("{}: cannot make it {} ({}); the node's other sockets keep {}, the run's own use {}", path,
+                         cc, std::strerror(err), now, cc);
         }
       }
       const int salt = a.value("port_salt", 0);

@@ -28,6 +28,7 @@ namespace {
 
 constexpr std::uint32_t kHelloMagic = 0x574c4831;   // "WLH1"
 constexpr std::uint32_t kStripeMagic = 0x574c4431;  // "WLD1"
+constexpr std::uint32_t kPostedMagic = 0x574c5031;  // "WLP1": a rendezvous recv is posted
 constexpr std::size_t kChunk = 1 << 20;
 
 // Payload bytes are zeros: what matters is that they cross the network.
@@ -74,6 +75,10 @@ struct DataPlane::Conn {
   std::deque<Stripe> queue;
   bool writing = false;
   bool header_sent = false;
+  // Rendezvous notices: written on an incoming connection, read on an outgoing one.
+  std::deque<std::array<unsigned char, 32>> notices;
+  bool noticing = false;
+  std::array<unsigned char, 32> notice_in{};
   std::uint64_t sent = 0;
 };
 
@@ -322,9 +327,91 @@ void DataPlane::connect(const std::vector<OutgoingPair>& pairs, const std::map<i
       if (ec)
         throw std::runtime_error(
             fmt::format("worker {} -> worker {} at {}: hello: {}", p.src, p.dst, c->peer, ec.message()));
+      asio::post(io_, [this, c] { read_notice(c); });
       conns.push_back(std::move(c));
     }
   }
+}
+
+void DataPlane::read_notice(std::shared_ptr<Conn> c) {
+  asio::async_read(c->socket, asio::buffer(c->notice_in), [this, c](const boost::system::error_code& ec, std::size_t) {
+    if (ec) return;  // the receiver closing ends the run's connections; a lost notice shows as a stuck send
+    const auto* h = c->notice_in.data();
+    if (get32(h) != kPostedMagic) {
+      fail(fmt::format("data connection {}->{} to {}: bad notice from the receiver", c->src, c->dst, c->peer));
+      return;
+    }
+    posted(static_cast<int>(get32(h + 4)), static_cast<int>(get32(h + 8)), get64(h + 16));
+    read_notice(c);
+  });
+}
+
+void DataPlane::post(int src, int dst, std::uint64_t tag) {
+  asio::post(io_, [this, src, dst, tag] {
+    std::shared_ptr<Conn> c;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& x : incoming_)
+        if (x->src == src && x->dst == dst) {
+          c = x;
+          break;
+        }
+    }
+    if (!c) return posted(src, dst, tag);  // the sender is here (or not connected: it is, by now)
+    std::array<unsigned char, 32> n{};
+    put32(n.data(), kPostedMagic);
+    put32(n.data() + 4, static_cast<std::uint32_t>(src));
+    put32(n.data() + 8, static_cast<std::uint32_t>(dst));
+    put64(n.data() + 16, tag);
+    c->notices.push_back(n);
+    if (!c->noticing) write_notice(c);
+  });
+}
+
+void DataPlane::write_notice(std::shared_ptr<Conn> c) {
+  if (c->notices.empty() || aborted_) {
+    c->noticing = false;
+    return;
+  }
+  c->noticing = true;
+  asio::async_write(c->socket, asio::buffer(c->notices.front()), [this, c](const boost::system::error_code& ec,
+                                                                          std::size_t) {
+    if (ec) {
+      if (!aborted_) fail(fmt::format("data connection {}->{} from {}: notice: {}", c->src, c->dst, c->peer, ec.message()));
+      c->noticing = false;
+      return;
+    }
+    c->notices.pop_front();
+    write_notice(c);
+  });
+}
+
+void DataPlane::posted(int src, int dst, std::uint64_t tag) {
+  std::function<void()> go;
+  {
+    std::lock_guard lock(mutex_);
+    const auto key = std::make_tuple(src, dst, tag);
+    const auto it = unposted_.find(key);
+    if (it == unposted_.end()) {
+      posted_.insert(key);
+      return;
+    }
+    go = std::move(it->second);
+    unposted_.erase(it);
+  }
+  go();
+}
+
+void DataPlane::when_posted(int src, int dst, std::uint64_t tag, std::function<void()> go) {
+  {
+    std::lock_guard lock(mutex_);
+    const auto key = std::make_tuple(src, dst, tag);
+    if (posted_.erase(key) == 0) {
+      unposted_.emplace(key, std::move(go));
+      return;
+    }
+  }
+  go();
 }
 
 void DataPlane::wait_incoming(std::chrono::steady_clock::time_point deadline) {

@@ -11,6 +11,10 @@
 // (sender, receiver, tag); a recv completes when all of the message's bytes have arrived,
 // whichever connections carried them.
 //
+// Rendezvous sends (program::Op::rendezvous): a receiver that reaches its recv posts it,
+// a 32-byte notice back to the sender over the first connection of the pair; the sender's
+// bytes leave once it has read that notice.
+//
 // Threads: one io thread runs every socket (Asio); workers call send() (non-blocking,
 // completion reported through a callback on the io thread) and wait() (blocking).
 #include <atomic>
@@ -119,6 +123,12 @@ class DataPlane {
   /// under the data plane's lock, so it must not call back into it.
   using Eta = std::function<void(std::chrono::steady_clock::time_point)>;
   void watch(int src, int dst, std::uint64_t tag, std::uint64_t bytes, Eta eta);
+  /// Receiver side: local worker `dst` has posted its recv of `tag` from `src`; tells the
+  /// sender (over the pair's first incoming connection; at once when `src` is local).
+  void post(int src, int dst, std::uint64_t tag);
+  /// Sender side: runs `go` once `dst` has posted its recv of (src, dst, tag): at once on
+  /// this thread if it has, else later on the io thread.
+  void when_posted(int src, int dst, std::uint64_t tag, std::function<void()> go);
   /// Whether those bytes have all arrived already (wait() would not block).
   bool has(int src, int dst, std::uint64_t tag, std::uint64_t bytes) const;
   /// TCP_INFO of every outgoing connection of local worker `src`, in connection order per
@@ -136,6 +146,9 @@ class DataPlane {
   void read_header(std::shared_ptr<Conn> c);
   void read_payload(std::shared_ptr<Conn> c);
   void write_next(std::shared_ptr<Conn> c);
+  void read_notice(std::shared_ptr<Conn> c);
+  void write_notice(std::shared_ptr<Conn> c);
+  void posted(int src, int dst, std::uint64_t tag);
   void fail(const std::string& what);
   void delivered(int src, int dst, std::uint64_t tag, std::uint64_t bytes);
   void arriving(int src, int dst, std::uint64_t tag, std::uint64_t bytes);
@@ -171,6 +184,9 @@ class DataPlane {
   std::map<std::tuple<int, int, std::uint64_t>, Watch> watches_;
   // Payload read of messages not yet taken by wait(), stripes not yet whole included.
   std::map<std::tuple<int, int, std::uint64_t>, std::uint64_t> arrived_;
+  // Posted recvs heard of before their send, and sends waiting for their notice.
+  std::set<std::tuple<int, int, std::uint64_t>> posted_;
+  std::map<std::tuple<int, int, std::uint64_t>, std::function<void()>> unposted_;
   int hellos_ = 0;
   std::string error_;
 

@@ -77,15 +77,23 @@ void Worker::run(const std::atomic<bool>& abort) {
               if (--sends_in_flight_ == 0) sends_done_.notify_all();
             });
           };
+          // A rendezvous send leaves once the receiver's recv is posted (after the window,
+          // where there is one: the gate is asked from this thread).
+          std::function<void()> start = std::move(go);
+          if (op.rendezvous)
+            start = [this, me, it, op, send_now = std::move(start)]() mutable {
+              data_.when_posted(me, op.peer, wire_tag(it, op.tag), std::move(send_now));
+            };
           // The span starts when the worker wanted to send, so a wait for the window shows.
           if (options_.wan_gate && options_.wan_peers.contains(op.peer))
-            options_.wan_gate(me, op.peer, it, op.tag, op.bytes, std::move(go));
+            options_.wan_gate(me, op.peer, it, op.tag, op.bytes, std::move(start));
           else
-            go();
+            start();
           break;
         }
         case OpKind::recv: {
           const auto t0 = Clock::now();
+          if (op.rendezvous) data_.post(op.peer, me, wire_tag(it, op.tag));
           // The GPU is lent to prefill only while the worker really blocks.
           const bool lend = share != nullptr && !data_.has(op.peer, me, wire_tag(it, op.tag), op.bytes);
           if (lend) {

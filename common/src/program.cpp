@@ -288,6 +288,7 @@ json to_json(const Op& op) {
   if (op.bytes != 0) j["bytes"] = op.bytes;
   if (op.tag != 0) j["tag"] = op.tag;
   if (!op.ring.empty()) j["ring"] = op.ring;
+  if (op.rendezvous) j["rendezvous"] = true;
   return j;
 }
 
@@ -308,7 +309,7 @@ json to_json(const WorkerProgram& p) {
 
 Op op_from_json(const json& j) {
   constexpr std::string_view o = "op";
-  object_of(j, o, {"kind", "microbatch", "flops", "peer", "bytes", "tag", "ring"});
+  object_of(j, o, {"kind", "microbatch", "flops", "peer", "bytes", "tag", "ring", "rendezvous"});
   Op op;
   const std::string kind = string(required(j, o, "kind"), o, "kind");
   try {
@@ -323,6 +324,12 @@ Op op_from_json(const json& j) {
   optional_integer(j, o, "tag", op.tag);
   if (const json* v = field(j, "ring"))
     op.ring = elements<int>(*v, o, "ring", [](const json& e) { return integer<int>(e, "ring", "rank"); });
+  if (const json* v = field(j, "rendezvous")) {
+    if (!v->is_boolean()) fail(o, "rendezvous", fmt::format("expected true or false, got {}", v->dump()));
+    op.rendezvous = v->get<bool>();
+    if (op.rendezvous && op.kind != OpKind::send && op.kind != OpKind::recv)
+      fail(o, "rendezvous", fmt::format("a {} has no receiver to wait for; only a send or a recv", kind));
+  }
   return op;
 }
 

@@ -134,6 +134,25 @@ TEST_CASE("launch ranks: numbering, the variables frameworks read, substitution"
   CHECK_THAT(error_of([&] { plan_ranks(nodes, {"true"}, o); }), Contains("--per-node 0"));
 }
 
+TEST_CASE("launch gives torchrun redirect defaults Debian's 1.13 can read, unless the user gives them",
+          "[unit][launch]") {
+  const auto topo = topology();
+  const auto nodes = select_nodes(topo, std::string("use-0,euw-0"), false);
+  Options o;
+  o.lab = "fw";
+  o.defaults = torchrun_defaults();
+  o.user_env = {{"PET_TEE", "3"}};
+  const auto ranks = plan_ranks(nodes, {"torchrun", "train.py"}, o);
+  REQUIRE(ranks.size() == 2);
+  // "9:0" matches torchrun's mapping form and names no local rank below 9: no redirection,
+  // its default; a plain "0" is what 1.13 cannot read on Python 3.11.
+  CHECK(value(ranks[0].env, "PET_REDIRECTS") == "9:0");
+  CHECK(value(ranks[1].env, "PET_TEE") == "3");
+  std::size_t tees = 0;
+  for (const auto& [k, v] : ranks[1].env) tees += k == "PET_TEE" ? 1 : 0;
+  CHECK(tees == 1);
+}
+
 TEST_CASE("launch substitutes only the names it knows", "[unit][launch]") {
   const Env env = {{"RANK", "3"}, {"MASTER_ADDR", "use-0"}};
   CHECK(substitute("$RANK", env) == "3");

@@ -129,6 +129,9 @@ TEST_CASE("without contention the simulator gives execute()'s times on a shipped
   auto s = shipped_scenario("three-dc-7b.json");
   s.parallelism = {3, 1, 1};
   s.placement = {{"use"}, {"usw"}, {"euw"}};
+  // Both send modes: a rendezvous send leaves once the receiver's notice is back.
+  s.send_mode = GENERATE(SendMode::eager, SendMode::rendezvous);
+  INFO("send_mode " << to_string(s.send_mode));
   auto topo = core::load_topology(s.topology_path);
   for (auto& l : topo.links) l.params.rate.bps *= 10;
   const auto plan = plan_of(s, topo);

@@ -83,6 +83,44 @@ TEST_CASE("a message arrives comm time after its send starts", "[unit][workload]
   CHECK(r1.iterations[1] == program::IterationTime{ms(7), ms(11)});
 }
 
+TEST_CASE("a rendezvous send leaves once its recv is posted and the sender heard", "[unit][workload][execute]") {
+  // comm: 5 ms one way plus 1 ms per 100 bytes. Worker 1 reaches its recv at 10 ms (after a
+  // forward); the notice is back at worker 0 at 15 ms; the 100 bytes arrive at 15 + 6 = 21.
+  // Eager, they would have left at 1 ms and been there at 7.
+  const CommTime comm = [](int, int, std::uint64_t bytes) {
+    return Duration{ms(5) + static_cast<std::int64_t>(bytes) * 10'000};
+  };
+  auto tx = message(OpKind::send, 1, 3);
+  auto rx = message(OpKind::recv, 0, 3);
+  tx.rendezvous = rx.rendezvous = true;
+  const std::vector<WorkerProgram> late{
+      worker(0, {compute(OpKind::forward, 1, 0), tx, compute(OpKind::forward, 2, 1)}),
+      worker(1, {compute(OpKind::forward, 10, 0), rx}),
+  };
+  auto reports = execute(late, 1, kMs, comm);
+  // The send's span runs from when worker 0 reached it to the arrival, in program order.
+  CHECK(reports[0].spans[1] == Span{SpanKind::send, 0, -1, ms(1), ms(21), 100, 1});
+  CHECK(reports[0].iterations[0].end_ns == ms(3));  // the send does not block its worker
+  CHECK(reports[1].spans[1] == Span{SpanKind::recv_wait, 0, -1, ms(10), ms(21), 100, 0});
+  CHECK(reports[1].iterations[0].end_ns == ms(21));
+
+  // A recv posted long before the send costs nothing more than an eager send: posted at 0,
+  // heard at 5, sent at 20 (the sender's forward), in at 26.
+  const std::vector<WorkerProgram> early{
+      worker(0, {compute(OpKind::forward, 20, 0), tx}),
+      worker(1, {rx}),
+  };
+  reports = execute(early, 1, kMs, comm);
+  CHECK(reports[1].spans[0] == Span{SpanKind::recv_wait, 0, -1, 0, ms(26), 100, 0});
+  CHECK(reports[0].spans[1] == Span{SpanKind::send, 0, -1, ms(20), ms(26), 100, 1});
+
+  // The same programs without the flag: the eager arrival.
+  auto eager = late;
+  eager[0].ops[1].rendezvous = eager[1].ops[1].rendezvous = false;
+  reports = execute(eager, 1, kMs, comm);
+  CHECK(reports[1].iterations[0].end_ns == ms(10));  // in at 7, before the recv
+}
+
 TEST_CASE("a message that arrived early costs no wait", "[unit][workload][execute]") {
   const std::vector<WorkerProgram> programs{
       worker(0, {message(OpKind::send, 1, 1)}),

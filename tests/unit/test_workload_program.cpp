@@ -43,11 +43,15 @@ TEST_CASE("op and span kinds round-trip through their names", "[unit][workload][
 
 TEST_CASE("programs and reports round-trip through JSON exactly", "[unit][workload][program]") {
   WorkerProgram p{5, 1, 2, 1, small_shape(3, 100), {}};
-  p.ops.push_back(Op{OpKind::recv, 0, 0, 1, 4096, 0, {}});
-  p.ops.push_back(Op{OpKind::forward, 0, 1.0 / 3.0 * 1e12, -1, 0, 0, {}});
-  p.ops.push_back(Op{OpKind::send, 7, 0, 9, 4096, 14, {}});
-  p.ops.push_back(Op{OpKind::allreduce, -1, 0, -1, 123456789012345ULL, 0, {1, 5, 9}});
-  p.ops.push_back(Op{OpKind::optimizer, -1, 12.5, -1, 0, 0, {}});
+  p.ops.push_back(Op{OpKind::recv, 0, 0, 1, 4096, 0, {}, false});
+  p.ops.push_back(Op{OpKind::forward, 0, 1.0 / 3.0 * 1e12, -1, 0, 0, {}, false});
+  p.ops.push_back(Op{OpKind::send, 7, 0, 9, 4096, 14, {}, false});
+  Op posted{OpKind::recv, 8, 0, 9, 4096, 15, {}, true};
+  p.ops.push_back(posted);
+  posted.kind = OpKind::send;
+  p.ops.push_back(posted);
+  p.ops.push_back(Op{OpKind::allreduce, -1, 0, -1, 123456789012345ULL, 0, {1, 5, 9}, false});
+  p.ops.push_back(Op{OpKind::optimizer, -1, 12.5, -1, 0, 0, {}, false});
   const json j = to_json(p);
   CHECK(worker_program_from_json(j) == p);
   CHECK(worker_program_from_json(json::parse(j.dump())) == p);  // through text as well
@@ -87,6 +91,11 @@ TEST_CASE("reading JSON names the field and the reason", "[unit][workload][progr
   program["shape"].erase("tp");
   CHECK_THAT(error_of([&] { worker_program_from_json(program); }), Contains("\"shape\"") && Contains("\"tp\""));
   CHECK_THAT(error_of([] { worker_report_from_json(json::array()); }), Contains("expected a JSON object"));
+  CHECK_THAT(error_of([] { op_from_json(json{{"kind", "send"}, {"rendezvous", 1}}); }),
+             Contains("op field \"rendezvous\": expected true or false"));
+  CHECK_THAT(error_of([] { op_from_json(json{{"kind", "forward"}, {"rendezvous", true}}); }),
+             Contains("op field \"rendezvous\": a forward has no receiver"));
+  CHECK_FALSE(op_from_json(json{{"kind", "send"}, {"rendezvous", false}}).rendezvous);
 }
 
 TEST_CASE("stage GEMMs: shapes and FLOPs against hand-computed values", "[unit][workload][program]") {

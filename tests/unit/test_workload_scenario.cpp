@@ -102,6 +102,30 @@ TEST_CASE("a minimal scenario takes the documented defaults", "[unit][workload][
   CHECK(s.placement.empty());
   CHECK_FALSE(s.tcp_window);
   CHECK(run_tcp_window(s) == 3.0 * 1024 * 1024);  // the nodes' own buffers, not scaled
+  CHECK(s.send_mode == SendMode::eager);
+  CHECK_FALSE(to_json(s).contains("send_mode"));
+}
+
+TEST_CASE("send_mode: eager or rendezvous, on every pipeline send and recv", "[unit][workload][scenario]") {
+  auto doc = base();
+  doc["send_mode"] = "rendezvous";
+  const auto s = parse(doc);
+  CHECK(s.send_mode == SendMode::rendezvous);
+  CHECK(to_json(s)["send_mode"] == "rendezvous");
+  const auto plan = build_plan(s, core::load_topology(s.topology_path));
+  int flagged = 0;
+  for (const auto& p : plan.programs)
+    for (const auto& op : p.ops) {
+      const bool message = op.kind == program::OpKind::send || op.kind == program::OpKind::recv;
+      CHECK(op.rendezvous == message);
+      flagged += op.rendezvous ? 1 : 0;
+    }
+  CHECK(flagged > 0);
+  doc["send_mode"] = "lazy";
+  const auto p = problems(doc);
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].path == "/send_mode");
+  CHECK_THAT(p[0].reason, Contains("eager") && Contains("rendezvous"));
 }
 
 TEST_CASE("tcp_window: a size at full scale, run as window x scale", "[unit][workload][scenario]") {

@@ -56,12 +56,21 @@ struct Options {
   int master_port = 0;
   Env user_env;
   bool shell = false;
+  /// Variables given only where neither --env nor the launching environment names them
+  /// (the caller leaves out those the environment has): torchrun_defaults().
+  Env defaults;
 };
+
+/// torchrun's PET_REDIRECTS and PET_TEE (its --redirects and --tee when not given) as
+/// "9:0": no redirection for local ranks 0-8, which is torchrun's default, spelled so that
+/// PyTorch 1.13's Std.from_str can read it on Python 3.11 (its "0" fails there with
+/// "'NoneType' object has no attribute 'get'"; enum iteration no longer yields the zero flag).
+Env torchrun_defaults();
 
 /// One rank per (node, local rank): RANK = NODE_RANK x per_node + LOCAL_RANK, WORLD_SIZE,
 /// LOCAL_WORLD_SIZE, NODE_RANK, NNODES, MASTER_ADDR (the first node's name), MASTER_PORT,
 /// GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME (the node's lab interface), WANLAB_LAB,
-/// WANLAB_NODE, WANLAB_DC; then the user's. Each word of `cmd` has $NAME and ${NAME} of
+/// WANLAB_NODE, WANLAB_DC; then the user's, then the defaults the user did not give. Each word of `cmd` has $NAME and ${NAME} of
 /// those variables substituted (others are left for the command); with `shell` the words are
 /// joined with blanks and run by /bin/sh -c. Throws LaunchError for an empty command or a
 /// per_node outside 1..1024.

@@ -235,6 +235,8 @@ int cmd_launch(const LaunchArgs& a) {
     o.per_node = a.per_node;
     o.user_env = launch::parse_env(a.env);
     o.shell = a.shell;
+    for (const auto& [k, v] : launch::torchrun_defaults())
+      if (!std::getenv(k.c_str())) o.defaults.emplace_back(k, v);
   } catch (const launch::LaunchError& e) {
     return bad(e.what());
   }

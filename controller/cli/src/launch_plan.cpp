@@ -127,6 +127,8 @@ std::string substitute(const std::string& word, const Env& env) {
   return out;
 }
 
+Env torchrun_defaults() { return {{"PET_REDIRECTS", "9:0"}, {"PET_TEE", "9:0"}}; }
+
 std::vector<Rank> plan_ranks(const std::vector<Node>& nodes, const std::vector<std::string>& cmd, const Options& o) {
   if (cmd.empty()) throw LaunchError("no command given (wanlab launch --nodes A,B -- CMD...)");
   if (o.per_node < 1 || o.per_node > 1024) throw LaunchError(fmt::format("--per-node {}: expected 1 to 1024", o.per_node));
@@ -154,6 +156,8 @@ std::vector<Rank> plan_ranks(const std::vector<Node>& nodes, const std::vector<s
                {"WANLAB_NODE", nodes[n].name},
                {"WANLAB_DC", nodes[n].dc}};
       r.env.insert(r.env.end(), o.user_env.begin(), o.user_env.end());
+      for (const auto& [k, v] : o.defaults)
+        if (!lookup(o.user_env, k)) r.env.emplace_back(k, v);
       std::vector<std::string> words;
       for (const auto& w : cmd) words.push_back(substitute(w, r.env));
       if (o.shell) {

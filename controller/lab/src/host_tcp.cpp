@@ -43,6 +43,18 @@ std::optional<std::string> allowed_list_with(const std::string& allowed, const s
   return out + (out.empty() ? "" : " ") + name;
 }
 
+std::string allow_tcp_congestion(const std::string& name) {
+  const auto allowed = read_line(kAllowed);
+  if (!allowed) return fmt::format("cannot read {}", kAllowed);
+  const auto wanted = allowed_list_with(*allowed, name);
+  if (!wanted) return "";
+  if (const int err = write_allowed(*wanted); err != 0)
+    return fmt::format("the host allows namespaces only \"{}\" and this process cannot add {} ({}): as root on the "
+                       "host, run: sysctl -w net.ipv4.tcp_allowed_congestion_control=\"{}\"",
+                       *allowed, name, std::strerror(err), *wanted);
+  return "";
+}
+
 CongestionChoice choose_tcp_congestion(const core::Topology& topo) {
   const bool named = topo.node.tcp_congestion.has_value();
   const std::string name = named ? *topo.node.tcp_congestion : core::kDefaultTcpCongestion;

@@ -29,6 +29,7 @@
 #include "wanlab/common/protocol.hpp"
 #include "wanlab/common/text.hpp"
 #include "wanlab/core/diagnostics.hpp"
+#include "wanlab/lab/host_tcp.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/netlink/node_entry.hpp"
 #include "wanlab/run/coordinator.hpp"
@@ -557,6 +558,10 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     co.windows = policy->exclusive();
     co.port_salt = (next_id * 17) % 64;
     lab.set_rate_scale(scenario.scale);
+    // The agents make the scenario's congestion control their nodes' default for the run;
+    // a namespace may only pick one the host allows.
+    if (const auto why = lab::allow_tcp_congestion(scenario.tcp_congestion); !why.empty())
+      spdlog::warn("run {}: tcp_congestion {}: {}", a->id, scenario.tcp_congestion, why);
     a->coordinator = std::make_unique<RunCoordinator>(a->id, std::move(plan), lab.topology(), co, Clock::now());
     active = std::move(a);
     auto& act = *active;

@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 #include <stdexcept>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "wanlab/sim/burst_model.hpp"
@@ -136,6 +137,10 @@ class Simulation final : public BurstHost {
                      advance(w.group, now);
                    },
                    [&](const ev::Deliver& d) { deliver(d.message, now); },
+                   [&](const ev::PostedSend& p) {
+                     const auto x = pending_[p.pending];
+                     send(x.group, workers_.ops[x.slot], x.iteration, now, x.span);
+                   },
                    [&](const ev::CollectiveEnd& c) { collective_end(c.collective, now); },
                    [&](const ev::Deadline&) {
                      // Deadlines move on with every progress report; only one still due matters.
@@ -189,7 +194,10 @@ class Simulation final : public BurstHost {
           break;
         }
         case OpKind::send:
-          send(gi, op, now);
+          if (op.rendezvous)
+            rendezvous_send(gi, g.slot_base + static_cast<std::uint32_t>(g.pc), now);
+          else
+            send(gi, op, g.iteration, now);
           ++g.pc;
           break;
         case OpKind::recv: {
@@ -198,6 +206,12 @@ class Simulation final : public BurstHost {
             g.wait = Group::Wait::recv;
             g.wait_slot = slot;
             g.wait_from = g.t;
+            // A rendezvous send already reached waits for this: it leaves once the sender hears.
+            if (const auto p = unposted_.find(workers_.arrival_key(slot, g.iteration)); p != unposted_.end()) {
+              const auto& x = pending_[p->second];
+              ctx_.events.push(now + notice_delay(gi, x.group), ev::PostedSend{p->second});
+              unposted_.erase(p);
+            }
             return;
           }
           arrived_.erase(workers_.arrival_key(slot, g.iteration));
@@ -219,7 +233,44 @@ class Simulation final : public BurstHost {
     g.done = true;
   }
 
-  void send(std::uint32_t gi, const Workers::SimOp& op, Nanos now) {
+  // The one-way delay of the receiver's notice that its recv is posted (an empty message
+  // from group `from` to group `to`).
+  Nanos notice_delay(std::uint32_t from, std::uint32_t to) const {
+    const auto& a = groups_[from];
+    const auto& b = groups_[to];
+    if (a.dc != b.dc) {
+      auto link = ctx_.link_of[a.dc][b.dc];
+      if (link == kNoLink) link = ctx_.link_of[b.dc][a.dc];  // a one-way WAN: its own delay back
+      return ctx_.wan_delay[link];
+    }
+    return a.node == b.node ? 0 : ctx_.lan_delay;
+  }
+
+  // A rendezvous send (program::Op::rendezvous) reached by the sender at `now`: it leaves
+  // once the receiver's recv is posted and the notice is back, which may be now or later.
+  void rendezvous_send(std::uint32_t gi, std::uint32_t slot, Nanos now) {
+    const auto& g = groups_[gi];
+    const auto& op = workers_.ops[slot];
+    const auto dst = workers_.slot_owner[op.target];
+    const auto& d = groups_[dst];
+    if (d.wait == Group::Wait::recv && d.wait_slot == op.target && d.iteration == g.iteration &&
+        d.wait_from + notice_delay(dst, gi) <= now)
+      return send(gi, op, g.iteration, now);
+    // Its span starts now, in program order; the message is made when it leaves.
+    auto& spans = groups_[gi].report.spans;
+    const auto id = static_cast<std::uint32_t>(pending_.size());
+    pending_.push_back({gi, slot, g.iteration, spans.size()});
+    spans.push_back(Span{SpanKind::send, g.iteration, op.microbatch, now, now, op.bytes, op.peer});
+    if (d.wait == Group::Wait::recv && d.wait_slot == op.target && d.iteration == g.iteration)
+      ctx_.events.push(d.wait_from + notice_delay(dst, gi), ev::PostedSend{id});
+    else
+      unposted_.emplace(workers_.arrival_key(op.target, g.iteration), id);
+  }
+
+  // The bytes leave `now`; `span`: the send's span, made when the sender reached it (a
+  // rendezvous send), or kNoSpan: made now.
+  static constexpr std::size_t kNoSpan = static_cast<std::size_t>(-1);
+  void send(std::uint32_t gi, const Workers::SimOp& op, int iteration, Nanos now, std::size_t span = kNoSpan) {
     auto& g = groups_[gi];
     const auto slot = op.target;
     const auto dst = workers_.slot_owner[slot];
@@ -227,10 +278,14 @@ class Simulation final : public BurstHost {
     m.src = gi;
     m.dst = dst;
     m.slot = slot;
-    m.iteration = g.iteration;
-    m.span = g.report.spans.size();
+    m.iteration = iteration;
     m.payload = static_cast<double>(op.bytes) * ctx_.tp;
-    g.report.spans.push_back(Span{SpanKind::send, g.iteration, op.microbatch, now, now, op.bytes, op.peer});
+    if (span == kNoSpan) {
+      m.span = g.report.spans.size();
+      g.report.spans.push_back(Span{SpanKind::send, iteration, op.microbatch, now, now, op.bytes, op.peer});
+    } else {
+      m.span = span;
+    }
     auto& messages = ctx_.messages;
     const auto id = static_cast<std::uint32_t>(messages.size());
     const auto& d = groups_[dst];
@@ -554,6 +609,16 @@ class Simulation final : public BurstHost {
   std::vector<std::uint32_t> in_window_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, Connection> connections_;
   std::unordered_set<std::uint64_t> arrived_;  // messages delivered before their recv: Workers::arrival_key
+  // Rendezvous sends reached by their sender, by index (ev::PostedSend), and those whose
+  // recv is not posted yet, by the recv's Workers::arrival_key.
+  struct PendingSend {
+    std::uint32_t group = 0;
+    std::uint32_t slot = 0;  // the send op
+    int iteration = 0;
+    std::size_t span = 0;  // its send span in the sender's report
+  };
+  std::vector<PendingSend> pending_;
+  std::unordered_map<std::uint64_t, std::uint32_t> unposted_;
   std::vector<Nanos> trace_loop_;
 };
 

@@ -80,6 +80,7 @@ void Workers::match_sends() {
       auto& o = ops[slot];
       o.kind = op.kind;
       o.gradient = op.tag % 2 != 0;
+      o.rendezvous = op.rendezvous;
       o.microbatch = op.microbatch;
       o.peer = op.peer;
       o.bytes = op.bytes;

@@ -53,7 +53,7 @@ class Executor {
       if (!progress) throw DeadlockError(blocked());
     }
     if (!messages_.empty()) {
-      const auto& [key, arrival] = *messages_.begin();
+      const auto& key = messages_.begin()->first;
       const auto& [src, dst, tag, iteration] = key;
       throw std::invalid_argument(
           fmt::format("execute: worker {} sends tag {} to worker {} in iteration {}, which never receives it", src, tag,
@@ -72,6 +72,12 @@ class Executor {
     std::int64_t ar_start = 0;
   };
   using MessageKey = std::tuple<int, int, std::uint32_t, int>;  // src, dst, tag, iteration
+  struct Message {
+    std::int64_t sent = 0;      // when the sender reached its send
+    std::int64_t arrival = -1;  // -1: a rendezvous send whose recv is not posted yet
+    std::size_t span = 0;       // the sender's send span
+    std::uint64_t bytes = 0;
+  };
   using RingKey = std::tuple<int, int, int>;                    // worker, iteration, all-reduce index
   struct RingProgress {
     const Op* op = nullptr;
@@ -128,11 +134,14 @@ class Executor {
       }
       case OpKind::send: {
         check_peer(w, op.peer);
-        const auto arrival = st.t + comm_ns(w, op.peer, op.bytes);
-        if (!messages_.emplace(MessageKey{w, op.peer, op.tag, st.iteration}, arrival).second)
+        // Eager: the bytes leave now. Rendezvous: when the receiver's recv is posted, known
+        // only once it gets there (recv below), which also ends the span.
+        Message m{st.t, -1, report.spans.size(), op.bytes};
+        if (!op.rendezvous) m.arrival = st.t + comm_ns(w, op.peer, op.bytes);
+        report.spans.push_back(Span{SpanKind::send, st.iteration, op.microbatch, st.t, m.arrival, op.bytes, op.peer});
+        if (!messages_.emplace(MessageKey{w, op.peer, op.tag, st.iteration}, m).second)
           throw std::invalid_argument(fmt::format("execute: worker {} sends tag {} to worker {} twice in iteration {}",
                                                   w, op.tag, op.peer, st.iteration));
-        report.spans.push_back(Span{SpanKind::send, st.iteration, op.microbatch, st.t, arrival, op.bytes, op.peer});
         ++st.pc;
         return true;
       }
@@ -140,10 +149,18 @@ class Executor {
         check_peer(w, op.peer);
         auto it = messages_.find(MessageKey{op.peer, w, op.tag, st.iteration});
         if (it == messages_.end()) return false;
-        if (it->second > st.t) {
+        auto& m = it->second;
+        if (m.arrival < 0) {
+          // Posted at st.t (a worker waiting at a recv keeps its time); the sender hears of
+          // it one one-way delay later, and sends from the later of that and its send.
+          const auto start = std::max(m.sent, st.t + comm_ns(w, op.peer, 0));
+          m.arrival = start + comm_ns(op.peer, w, m.bytes);
+          reports_[static_cast<std::size_t>(op.peer)].spans[m.span].end_ns = m.arrival;
+        }
+        if (m.arrival > st.t) {
           report.spans.push_back(
-              Span{SpanKind::recv_wait, st.iteration, op.microbatch, st.t, it->second, op.bytes, op.peer});
-          st.t = it->second;
+              Span{SpanKind::recv_wait, st.iteration, op.microbatch, st.t, m.arrival, op.bytes, op.peer});
+          st.t = m.arrival;
         }
         messages_.erase(it);
         ++st.pc;
@@ -227,7 +244,7 @@ class Executor {
   const CommTime& comm_;
   std::vector<State> state_;
   std::vector<program::WorkerReport> reports_;
-  std::map<MessageKey, std::int64_t> messages_;  // sent, not yet received -> arrival time
+  std::map<MessageKey, Message> messages_;  // sent, not yet received
   std::map<RingKey, RingProgress> rings_;
 };
 

@@ -161,6 +161,7 @@ program::WorkerProgram worker_program(const Plan& plan, const WorkerPlacement& w
     op.peer = peer;
     op.bytes = plan.pipeline_message_bytes;
     op.tag = tag;
+    op.rendezvous = s.send_mode == SendMode::rendezvous;
     return op;
   };
 

@@ -25,7 +25,7 @@ constexpr std::string_view kAllReduces[] = {"ring", "hierarchical"};
 constexpr std::string_view kTopKeys[] = {
     "name",     "description",      "topology",      "model",      "gpu",      "parallelism",
     "schedule", "micro_batch_size", "micro_batches", "iterations", "warmup",   "connections",
-    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill", "allreduce", "recompute"};
+    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill", "allreduce", "recompute", "send_mode"};
 constexpr std::string_view kPrefillKeys[] = {"model",  "arrival", "rate_per_s", "trace",           "loop",
                                              "prompt_tokens", "deadline_s", "margin", "loadgen", "decode",
                                              "inference_nodes", "scale"};
@@ -39,6 +39,7 @@ constexpr std::string_view kGpuKeys[] = {"mfu"};
 constexpr std::string_view kParallelismKeys[] = {"pp", "dp", "tp"};
 constexpr std::string_view kSchedules[] = {"gpipe", "1f1b"};
 constexpr std::string_view kComputeModes[] = {"modeled", "cuda"};
+constexpr std::string_view kSendModes[] = {"eager", "rendezvous"};
 constexpr std::string_view kDtypes[] = {"bf16", "fp16", "fp32"};
 
 constexpr std::size_t kMaxName = 64;
@@ -294,6 +295,9 @@ class ScenarioParser {
     if (const json* v = find(doc, "compute"))
       if (auto mode = as_choice(*v, "/compute", "a compute mode", kComputeModes, d_))
         s_.compute = *mode == "cuda" ? ComputeMode::cuda : ComputeMode::modeled;
+    if (const json* v = find(doc, "send_mode"))
+      if (auto mode = as_choice(*v, "/send_mode", "a send mode", kSendModes, d_))
+        s_.send_mode = *mode == "rendezvous" ? SendMode::rendezvous : SendMode::eager;
     if (const json* v = find(doc, "scale"))
       if (auto scale = as_fraction(*v, "/scale", "it multiplies bytes and link rates", d_)) s_.scale = *scale;
     if (const json* v = find(doc, "lan_scale"))
@@ -611,6 +615,8 @@ std::string to_string(ComputeMode mode) {
   return mode == ComputeMode::cuda ? "cuda" : "modeled";
 }
 
+std::string to_string(SendMode mode) { return mode == SendMode::rendezvous ? "rendezvous" : "eager"; }
+
 const std::vector<std::string>& known_policies() {
   static const std::vector<std::string> policies = arbiter::policy_names();
   return policies;
@@ -684,6 +690,7 @@ json to_json(const Scenario& s) {
   if (s.allreduce != AllReduce::ring) j["allreduce"] = to_string(s.allreduce);
   if (s.recompute) j["recompute"] = true;
   if (s.tcp_window) j["tcp_window"] = *s.tcp_window;
+  if (s.send_mode != SendMode::eager) j["send_mode"] = to_string(s.send_mode);
   if (s.lan_scale) j["lan_scale"] = *s.lan_scale;
   if (!s.description.empty()) j["description"] = s.description;
   if (!s.placement.empty()) j["placement"] = s.placement;

@@ -9,6 +9,11 @@
 //       flops / effective FLOP/s; cuda: the stage's GEMMs). Blocks the worker.
 //   send:      starts sending `bytes` to worker `peer`, tagged `tag`, and returns at once
 //              (like an asynchronous isend): compute goes on while the bytes travel.
+//              With `rendezvous` set (gloo, NCCL send/recv), the bytes leave only once
+//              the receiver has reached the matching recv (posted its receive) and its
+//              notice of that has crossed back to the sender: one one-way delay from the
+//              receiver to the sender after the later of the two. The matching recv
+//              carries the flag too: there the receiver sends that notice.
 //   recv:      waits until `bytes` tagged `tag` from worker `peer` have fully arrived
 //              (they may have arrived earlier; arrival order between tags is free).
 //   allreduce: ring all-reduce of a `bytes` buffer among `ring` (worker ids in ring
@@ -39,6 +44,7 @@ struct Op {
   std::uint64_t bytes = 0;   // send/recv: payload; allreduce: the buffer each rank holds
   std::uint32_t tag = 0;     // send/recv: matches a send to its recv
   std::vector<int> ring;     // allreduce: worker ids in ring order, this worker included
+  bool rendezvous = false;   // send: wait for the receiver's recv to be posted; recv: say so (above)
   bool operator==(const Op&) const = default;
 };
 

@@ -26,4 +26,10 @@ struct CongestionChoice {
 /// the host must allow. The default not to be had: no choice, and a note saying so.
 CongestionChoice choose_tcp_congestion(const core::Topology& topo);
 
+/// A run's congestion control (the scenario's `tcp_congestion`), which its agents make their
+/// nodes' default for the run: added to the host's allowed list where needed and possible.
+/// Empty when the namespaces may use it; else one line saying why not and what the host
+/// must allow (the run's own connections still get it, per socket).
+std::string allow_tcp_congestion(const std::string& name);
+
 }  // namespace wanlab::lab

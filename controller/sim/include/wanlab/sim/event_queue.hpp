@@ -22,6 +22,9 @@ struct Deliver {  // a message's last byte reaches its receiver
 struct CollectiveEnd {  // every hop of an all-reduce is done
   std::uint32_t collective = 0;
 };
+struct PostedSend {  // a rendezvous send's receiver has posted its recv, and the sender heard
+  std::uint32_t pending = 0;  // the Simulation's pending send
+};
 struct Deadline {};  // the arbiter's next deadline may be due
 struct Tick {};      // the arbiter hears of the windowed flows' progress
 struct Capacity {    // a link trace's next rate step
@@ -52,7 +55,7 @@ struct StreamCheck {  // Bursts::paced: has the link caught up with the streamed
 
 using Event = std::variant<ev::Wake, ev::Deliver, ev::CollectiveEnd, ev::Deadline, ev::Tick, ev::Capacity,
                            ev::SlowStart, ev::Retransmit, ev::PacedCut, ev::PacedResend, ev::PacedAck,
-                           ev::StreamCheck>;
+                           ev::StreamCheck, ev::PostedSend>;
 
 /// The index of event kind T in Event (for a switch over event.index()).
 template <class T, std::size_t I = 0>

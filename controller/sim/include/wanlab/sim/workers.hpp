@@ -19,6 +19,7 @@ class Workers {
   struct SimOp {
     program::OpKind kind = program::OpKind::forward;
     bool gradient = false;  // send: an odd tag, a gradient (else an activation)
+    bool rendezvous = false;  // send: leaves once its recv is posted (program::Op::rendezvous)
     int microbatch = -1;
     int peer = -1;
     std::uint32_t target = kNone;  // send: the receiver's slot

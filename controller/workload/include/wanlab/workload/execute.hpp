@@ -37,7 +37,9 @@ class DeadlockError : public std::runtime_error {
 };
 
 /// Executes `iterations` iterations of every program (programs[i].worker must be i), all
-/// workers starting at 0. A send starts at once and its message arrives `comm` later; a
+/// workers starting at 0. A send starts at once and its message arrives `comm` later (a
+/// rendezvous send: from the later of its send and its recv's posting plus comm(receiver,
+/// sender, 0), the notice's one-way delay); a
 /// recv blocks until its message has arrived (a recv_wait span when it had to wait); a ring
 /// all-reduce takes 2(n-1) steps, each ending when this rank's chunk has reached the next
 /// rank and the previous rank's chunk has reached this one. Throws DeadlockError when the

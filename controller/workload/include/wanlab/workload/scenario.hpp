@@ -66,6 +66,14 @@ enum class AllReduce { ring, hierarchical };
 std::string to_string(AllReduce a);  // "ring", "hierarchical"
 
 enum class ComputeMode { modeled, cuda };
+
+/// When a pipeline message's bytes leave: `eager` as soon as the sender reaches its send
+/// (wanlab's agents; a framework loop whose receives are posted ahead, e.g. all irecv at
+/// the start of the iteration); `rendezvous` only once the receiver has reached its recv
+/// and told the sender (gloo's and NCCL's send/recv with each recv posted where it is
+/// waited for: the naive loop). program::Op::rendezvous.
+enum class SendMode { eager, rendezvous };
+std::string to_string(SendMode mode);  // "eager", "rendezvous"
 std::string to_string(ComputeMode mode);
 
 /// Bandwidth policies the arbiter offers (arbiter::policy_names(): a new policy registers there).
@@ -129,6 +137,7 @@ struct Scenario {
   int connections = 1;  // TCP connections per WAN peer
   std::string policy = "fair";
   ComputeMode compute = ComputeMode::modeled;
+  SendMode send_mode = SendMode::eager;
   double scale = 1;  // multiplies bytes and link rates
   /// Multiplies the bytes of the traffic that stays inside a DC (each DP all-reduce ring
   /// whose GPUs are all in one DC) in place of `scale`; only with an unshaped LAN (the
