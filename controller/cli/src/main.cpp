@@ -169,6 +169,11 @@ int main(int argc, char** argv) {
                     "Simulator: timeline.json with every GPU (full), one GPU per stage (per-stage) or none; auto "
                     "(default): full up to 256 GPUs, else per-stage")
         ->check(CLI::IsMember({"auto", "full", "per-stage", "none"}));
+    cmd->add_flag("--no-sensitivity", f.no_sensitivity,
+                  "Simulator: leave out the sensitivity runs. By default (--bursts paced) each variant runs again "
+                  "with the paced model's step / 4 and under --bursts shared and fifo, and bench.md's \"Model "
+                  "sensitivity\" table says how far its iteration time moves and whether its verdict against the "
+                  "baseline holds (about 2-6x the default run's time on top; the table's last line says how much)");
   };
   add_sim_flags(bench_cmd, bench.sim);
   bench_cmd->add_option("--plots-only", plots_only,

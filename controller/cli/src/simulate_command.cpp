@@ -92,6 +92,28 @@ json options_json(const sim::SimOptions& o, const workload::Scenario& s, const s
 
 }  // namespace
 
+std::optional<sim::SimOptions> sensitivity_options(const sim::SimOptions& given, std::string_view knob) {
+  if (given.bursts != sim::SimOptions::Bursts::paced) return std::nullopt;
+  auto o = given;
+  if (knob == "default") return o;
+  if (knob == "step/4") {
+    o.paced_piece_ns = std::max<std::int64_t>(1, o.paced_piece_ns / 4);
+    o.paced_piece_ns_per_message /= 4;
+    if (o.paced_stream_ns != 0) o.paced_stream_ns = std::max(o.paced_stream_ns / 4, o.paced_piece_ns + 1);
+    return o;
+  }
+  o.paced_stream_ns = 0;
+  if (knob == "shared") {
+    o.bursts = sim::SimOptions::Bursts::shared;
+    return o;
+  }
+  if (knob == "fifo") {
+    o.bursts = sim::SimOptions::Bursts::fifo;
+    return o;
+  }
+  return std::nullopt;
+}
+
 sim::SimOptions parse_sim_flags(const SimFlags& f) {
   sim::SimOptions o;
   if (f.lan_rate) {
@@ -165,6 +187,9 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
   const auto baseline = bench::baseline_name(connections);
   json done = json::array();
   bool all_full = true;
+  // Sensitivity runs: each variant again under the other knobs (training only).
+  const bool sensitivity = !flags.no_sensitivity && options.bursts == sim::SimOptions::Bursts::paced;
+  double default_wall = 0, extra_wall = 0;
   for (std::size_t i = 0; i < variants.size(); ++i) {
     const auto& v = variants[i];
     const auto tag = fmt::format("[{}/{}] {}", i + 1, variants.size(), v.name);
@@ -179,6 +204,22 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
       const auto t0 = std::chrono::steady_clock::now();
       auto r = sim::simulate(plan, options);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      default_wall += wall;
+      json knobs = json::object();
+      if (sensitivity) {
+        const auto t1 = std::chrono::steady_clock::now();
+        for (const auto* knob : bench::kSensitivityKnobs) {
+          if (std::string_view(knob) == "default") {
+            knobs[knob] = workload::summarize(plan, r.by_worker()).at("iteration_time_s").at("mean");
+            continue;
+          }
+          const auto o = sensitivity_options(options, knob);
+          if (!o) continue;
+          const auto k = sim::simulate(plan, *o);
+          knobs[knob] = workload::summarize(plan, k.by_worker()).at("iteration_time_s").at("mean");
+        }
+        extra_wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+      }
       // BubbleTea: the prefill load placed into the simulated run's bubbles (sim/prefill.hpp).
       // Prefill runs on each GPU of its own, so then every worker needs its own report;
       // otherwise the TP ranks of a group share their group's (sim::SimResult::groups).
@@ -253,6 +294,7 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
                       {"placement", v.placement},
                       {"folder", v.name},
                       {"summary", summary}});
+      if (sensitivity) done.back()["sensitivity"] = std::move(knobs);
     } catch (const std::exception& e) {
       fmt::print(stderr, "{}: not simulated: {}\n", tag, e.what());
       skipped.push_back({{"name", v.name}, {"reason", e.what()}});
@@ -278,6 +320,10 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
                  {"simulation", options_json(options, scenario, timeline_mode(flags, static_cast<std::size_t>(
                                                                               scenario.parallelism.gpus())))},
                  {"variants", done},
+                 {"sensitivity", sensitivity ? json{{"knobs", std::vector<std::string>(std::begin(bench::kSensitivityKnobs), std::end(bench::kSensitivityKnobs))},
+                                                    {"default_wall_s", default_wall},
+                                                    {"extra_wall_s", extra_wall}}
+                                             : json(nullptr)},
                  {"skipped", skipped}};
   write_text_file(out / "bench.json", result.dump(2) + "\n");
   write_text_file(out / "bench.md", bench::markdown(result));
