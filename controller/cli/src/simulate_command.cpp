@@ -141,6 +141,12 @@ sim::SimOptions parse_sim_flags(const SimFlags& f) {
     if (o.bursts != sim::SimOptions::Bursts::paced)
       throw std::invalid_argument(fmt::format("--paced-piece {}: only with --bursts paced", *f.paced_piece));
     o.paced_piece_ns = d.value.count();
+    // Long pieces (many messages entering a link at once) in proportion: with the default
+    // 100 us per message, a finer step switched busy links to long pieces of 1 ms and more
+    // (10 messages at 0.25 ms steps), so a finer --paced-piece was a coarser model there
+    // (bench/results/2026-11-27-sim-robust.md, "--paced-piece was not a finer step").
+    const sim::SimOptions defaults;
+    o.paced_piece_ns_per_message = defaults.paced_piece_ns_per_message * o.paced_piece_ns / defaults.paced_piece_ns;
   }
   if (f.paced_stream) {
     const auto d = parse_duration(*f.paced_stream);
