@@ -147,9 +147,10 @@ int main(int argc, char** argv) {
     cmd->add_option("--paced-piece", f.paced_piece,
                     "Simulator, --bursts paced: the model's step, e.g. 0.25ms (default 1ms): what enters a link's "
                     "queue is cut into pieces this long, the link sends a piece once it is whole, and ACKs come back "
-                    "on this grid. A finer step costs time in proportion; results move with it: the shipped scenarios "
-                    "by up to 20 % against 0.1 ms steps, 7B across three DCs at 10x the WAN rates under atlas by up to "
-                    "2.9x (bench/results/2026-11-27-sim-robust.md). bench.md's \"Model sensitivity\" table shows how "
+                    "on this grid (long pieces, with many messages entering a link, shorter in proportion). A finer step "
+                    "costs time in proportion; results move with it: paper/three-dc-7b fair-k4 by 24 % at 0.1 ms, 7B "
+                    "across three DCs at 10x the WAN rates under atlas at 1,536 GPUs by 23 % at 0.25 ms "
+                    "(bench/results/2026-11-27-sim-robust.md). bench.md's \"Model sensitivity\" table shows how "
                     "much yours do (step / 4 and the other burst models)")
         ->type_name("DURATION");
     cmd->add_option("--paced-stream", f.paced_stream,
