@@ -5,8 +5,9 @@
 # with --ref REF, compares summary.json, windows.csv, links.csv, bench.json and
 # timeline.json of every run byte for byte against REF (made the same way by another
 # build), leaving out the fields that hold wall-clock time or name the build: "wall_s"
-# (summary.json `simulation`, bench.json's copies), "started_at" (summary.json), "commit"
-# (the build's git commit, summary.json and bench.json `wanlab`) and "created_at"
+# (summary.json `simulation`, bench.json's copies; bench.json's sensitivity runs:
+# "default_wall_s", "extra_wall_s"), "started_at" (summary.json), "commit" (the build's git
+# commit, summary.json and bench.json `wanlab`) and "created_at"
 # (bench.json).
 #
 #   scripts/check-sim-identical.sh --wanlab OLD/wanlab --out /tmp/sim-ref          # the reference
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
     --out) OUT="$2"; shift 2 ;;
     --ref) REF="$2"; shift 2 ;;
     --full) FULL=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "check-sim-identical: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -95,7 +96,7 @@ fi
 
 [ -n "$REF" ] || exit "$failed"
 REF=$(realpath "$REF")
-strip() { grep -v -E '"(wall_s|started_at|created_at|commit)":' "$1" || true; }
+strip() { grep -v -E '"(wall_s|default_wall_s|extra_wall_s|started_at|created_at|commit)":' "$1" || true; }
 same=0 differ=0
 while IFS= read -r file; do
   rel=${file#"$OUT"/}

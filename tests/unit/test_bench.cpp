@@ -493,3 +493,42 @@ TEST_CASE("lan_scale: all-reduce rings inside a DC move lan_scale x bytes, rings
   s.lan_scale.reset();
   CHECK_NOTHROW(workload::build_plan(s, core::parse_topology(shaped, "t.json", {})));
 }
+
+TEST_CASE("bench: the model sensitivity table, and a verdict that flips under a knob", "[unit][bench][sim]") {
+  const auto variant = [](const char* name, const char* policy, json knobs) {
+    return json{{"name", name}, {"policy", policy}, {"connections", 4}, {"placement", "scenario"},
+                {"folder", name}, {"summary", summary(knobs.at("default").get<double>(), 1, 0.1, 0.9, {})},
+                {"sensitivity", std::move(knobs)}};
+  };
+  // 7B across three DCs at 1,536 GPUs with every WAN rate x 10 (2026-11-27): atlas slower
+  // than fair by default, faster with shared bursts.
+  json bench = {{"scenario", "three-dc-7b-x10"},
+                {"backend", "simulate"},
+                {"scale", 1},
+                {"baseline", "fair-k4"},
+                {"sensitivity", {{"default_wall_s", 2.2}, {"extra_wall_s", 5.5}}},
+                {"variants",
+                 {variant("fair-k4", "fair", {{"default", 11.123}, {"step/4", 11.090}, {"shared", 10.513}, {"fifo", 11.0}}),
+                  variant("atlas-k4", "atlas",
+                          {{"default", 18.254}, {"step/4", 16.525}, {"shared", 8.394}, {"fifo", 17.0}})}}};
+  const auto md = markdown(bench);
+  INFO(md);
+  CHECK_THAT(md, Contains("## Model sensitivity"));
+  CHECK_THAT(md, Contains("| variant | default (s) | step / 4 (s) | bursts shared (s) | bursts fifo (s) | moves by (%) | "
+                          "verdict vs baseline |\n"));
+  // fair: 10.513 / 11.123 - 1 = -5.5 %; atlas: 8.394 / 18.254 - 1 = -54.0 %.
+  CHECK_THAT(md, Contains("| fair-k4 | 11.123 | 11.090 | 10.513 | 11.000 | 5.5 | baseline |\n"));
+  CHECK_THAT(md, Contains("| atlas-k4 | 18.254 | 16.525 | 8.394 | 17.000 | 54.0 | **flips** (0.61x by default; "
+                          "shared 1.25x) |\n"));
+  CHECK_THAT(md, Contains("took 5.50 s of simulation on top of the default runs' 2.20 s"));
+
+  // Every knob agrees: the verdict holds, with the range of speedups.
+  bench["variants"][1]["sensitivity"]["shared"] = 17.5;
+  const auto md2 = sensitivity_markdown(bench);
+  CHECK_THAT(md2, Contains("| atlas-k4 | 18.254 | 16.525 | 17.500 | 17.000 | 9.5 | holds (0.60x to 0.67x) |\n"));
+
+  // No sensitivity runs (lab runs, --no-sensitivity): no section.
+  for (auto& v : bench["variants"]) v.erase("sensitivity");
+  CHECK(sensitivity_markdown(bench).empty());
+  CHECK_THAT(markdown(bench), !Contains("Model sensitivity"));
+}

@@ -133,6 +133,17 @@ nlohmann::json degraded_runs(const nlohmann::json& variants);
 /// variants with their reasons, and what the baseline, scale and backend are.
 std::string markdown(const nlohmann::json& bench);
 
+/// The simulator's knobs a sensitivity run varies (bench.json `sensitivity.knobs`): each
+/// variant's `sensitivity` object holds its mean iteration time under each, "default" first.
+inline constexpr const char* kSensitivityKnobs[] = {"default", "step/4", "shared", "fifo"};
+
+/// bench.md's "Model sensitivity" section (empty when no variant has a `sensitivity`
+/// object): per variant its mean iteration time under each knob, how far the knobs move it
+/// from the default (largest |t / default - 1|), and whether its verdict against the
+/// baseline (faster or slower) holds under every knob (each knob's baseline against the
+/// variant under the same knob).
+std::string sensitivity_markdown(const nlohmann::json& bench);
+
 /// The simulator against the lab (`wanlab bench --mode both`): per variant that both ran,
 /// {name, lab_iteration_s, sim_iteration_s, error (sim / lab - 1), lab_gpu_utilization,
 /// sim_gpu_utilization}, and max_abs_error over them (null when none), from the two

@@ -34,7 +34,13 @@ struct SimFlags {
   double compute_jitter = sim::SimOptions{}.compute_jitter;  // fraction
   std::string timeline = "auto";  // auto, full, per-stage, none
   int feedback_rounds = 4;  // with a prefill load: simulations at most (sim::simulate_with_prefill)
+  bool no_sensitivity = false;    // leave out the sensitivity runs (bench.md "Model sensitivity")
 };
+
+/// The options of a sensitivity run (bench::kSensitivityKnobs): "default" as given,
+/// "step/4" the paced model's step (and long pieces) a quarter as long, "shared" and "fifo"
+/// the other burst models. Only for the paced model (the default); nullopt otherwise.
+std::optional<sim::SimOptions> sensitivity_options(const sim::SimOptions& given, std::string_view knob);
 
 /// Turns the flags into options; throws std::invalid_argument naming the flag and the reason.
 sim::SimOptions parse_sim_flags(const SimFlags& flags);

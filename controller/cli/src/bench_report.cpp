@@ -498,6 +498,76 @@ std::string markdown(const json& bench) {
                                scale)
                  : "",
       backend);
+  md += sensitivity_markdown(bench);
+  return md;
+}
+
+std::string sensitivity_markdown(const json& bench) {
+  const auto variants = bench.value("variants", json::array());
+  const auto baseline = bench.value("baseline", std::string{});
+  const json* base = nullptr;
+  bool any = false;
+  for (const auto& v : variants) {
+    any |= v.contains("sensitivity") && v.at("sensitivity").is_object();
+    if (v.value("name", std::string{}) == baseline && v.contains("sensitivity")) base = &v.at("sensitivity");
+  }
+  if (!any) return {};
+  const auto time = [](const json& s, const char* knob) -> std::optional<double> {
+    const auto it = s.find(knob);
+    if (it == s.end() || !it->is_number() || !(it->get<double>() > 0)) return std::nullopt;
+    return it->get<double>();
+  };
+  const auto info = bench.value("sensitivity", json::object());
+  std::string md =
+      "\n## Model sensitivity\n\nHow far each variant's simulated iteration time moves across the simulator's knobs: "
+      "the default, the paced model's step divided by 4 (`--paced-piece`), and the other burst models (`--bursts "
+      "shared`, `--bursts fifo`). `moves by` is the largest change from the default; the verdict (faster or slower "
+      "than the baseline) holds when every knob gives the same one, each against the baseline under the same knob.\n\n";
+  md += "| variant | default (s) | step / 4 (s) | bursts shared (s) | bursts fifo (s) | moves by (%) | verdict vs baseline |\n";
+  md += "| --- | ---: | ---: | ---: | ---: | ---: | --- |\n";
+  for (const auto& v : variants) {
+    if (!v.contains("sensitivity") || !v.at("sensitivity").is_object()) continue;
+    const auto& s = v.at("sensitivity");
+    const auto name = v.value("name", std::string{"?"});
+    const auto def = time(s, "default");
+    std::string row = fmt::format("| {} ", name);
+    double moves = 0;
+    bool moved = false;
+    for (const auto* knob : kSensitivityKnobs) {
+      const auto t = time(s, knob);
+      row += t ? fmt::format("| {:.3f} ", *t) : "| n/a ";
+      if (t && def && std::string_view(knob) != "default") {
+        moves = std::max(moves, std::abs(*t / *def - 1));
+        moved = true;
+      }
+    }
+    row += moved ? fmt::format("| {:.1f} ", 100 * moves) : "| n/a ";
+    std::string verdict = "n/a";
+    if (name == baseline) {
+      verdict = "baseline";
+    } else if (base && def && time(*base, "default")) {
+      const double speedup = *time(*base, "default") / *def;
+      std::string flips;
+      double lo = speedup, hi = speedup;
+      for (const auto* knob : kSensitivityKnobs) {
+        const auto t = time(s, knob);
+        const auto b = time(*base, knob);
+        if (!t || !b) continue;
+        const double k = *b / *t;
+        lo = std::min(lo, k);
+        hi = std::max(hi, k);
+        if ((k > 1) != (speedup > 1))
+          flips += fmt::format("{}{} {:.2f}x", flips.empty() ? "" : ", ", knob, k);
+      }
+      verdict = flips.empty() ? fmt::format("holds ({:.2f}x to {:.2f}x)", lo, hi)
+                              : fmt::format("**flips** ({:.2f}x by default; {})", speedup, flips);
+    }
+    md += row + "| " + verdict + " |\n";
+  }
+  if (info.contains("extra_wall_s") && info.at("extra_wall_s").is_number())
+    md += fmt::format("\nThe sensitivity runs took {:.2f} s of simulation on top of the default runs' {:.2f} s "
+                      "(`--no-sensitivity` leaves them out).\n",
+                      info.at("extra_wall_s").get<double>(), info.value("default_wall_s", 0.0));
   return md;
 }
 

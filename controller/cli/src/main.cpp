@@ -158,9 +158,11 @@ int main(int argc, char** argv) {
     cmd->add_option("--paced-piece", f.paced_piece,
                     "Simulator, --bursts paced: the model's step, e.g. 0.25ms (default 1ms): what enters a link's "
                     "queue is cut into pieces this long, the link sends a piece once it is whole, and ACKs come back "
-                    "on this grid. A finer step costs time in proportion; results move with it, paper-scale runs by up "
-                    "to 3 %, sub-second iterations by up to 12 % (bench/README.md, \"The paced model's step\"): run at "
-                    "two steps to see how much yours do")
+                    "on this grid (long pieces, with many messages entering a link, shorter in proportion). A finer step "
+                    "costs time in proportion; results move with it: paper/three-dc-7b fair-k4 by 24 % at 0.1 ms, 7B "
+                    "across three DCs at 10x the WAN rates under atlas at 1,536 GPUs by 23 % at 0.25 ms "
+                    "(bench/results/2026-11-27-sim-robust.md). bench.md's \"Model sensitivity\" table shows how "
+                    "much yours do (step / 4 and the other burst models)")
         ->type_name("DURATION");
     cmd->add_option("--paced-stream", f.paced_stream,
                     "Simulator, --bursts paced, faster: while every message entering a link is past slow start with "
@@ -180,6 +182,11 @@ int main(int argc, char** argv) {
                     "Simulator: timeline.json with every GPU (full), one GPU per stage (per-stage) or none; auto "
                     "(default): full up to 256 GPUs, else per-stage")
         ->check(CLI::IsMember({"auto", "full", "per-stage", "none"}));
+    cmd->add_flag("--no-sensitivity", f.no_sensitivity,
+                  "Simulator: leave out the sensitivity runs. By default (--bursts paced) each variant runs again "
+                  "with the paced model's step / 4 and under --bursts shared and fifo, and bench.md's \"Model "
+                  "sensitivity\" table says how far its iteration time moves and whether its verdict against the "
+                  "baseline holds (about 2-6x the default run's time on top; the table's last line says how much)");
   };
   add_sim_flags(bench_cmd, bench.sim);
   bench_cmd->add_option("--plots-only", plots_only,

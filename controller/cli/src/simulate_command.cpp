@@ -92,6 +92,28 @@ json options_json(const sim::SimOptions& o, const workload::Scenario& s, const s
 
 }  // namespace
 
+std::optional<sim::SimOptions> sensitivity_options(const sim::SimOptions& given, std::string_view knob) {
+  if (given.bursts != sim::SimOptions::Bursts::paced) return std::nullopt;
+  auto o = given;
+  if (knob == "default") return o;
+  if (knob == "step/4") {
+    o.paced_piece_ns = std::max<std::int64_t>(1, o.paced_piece_ns / 4);
+    o.paced_piece_ns_per_message /= 4;
+    if (o.paced_stream_ns != 0) o.paced_stream_ns = std::max(o.paced_stream_ns / 4, o.paced_piece_ns + 1);
+    return o;
+  }
+  o.paced_stream_ns = 0;
+  if (knob == "shared") {
+    o.bursts = sim::SimOptions::Bursts::shared;
+    return o;
+  }
+  if (knob == "fifo") {
+    o.bursts = sim::SimOptions::Bursts::fifo;
+    return o;
+  }
+  return std::nullopt;
+}
+
 sim::SimOptions parse_sim_flags(const SimFlags& f) {
   sim::SimOptions o;
   if (f.lan_rate) {
@@ -119,6 +141,12 @@ sim::SimOptions parse_sim_flags(const SimFlags& f) {
     if (o.bursts != sim::SimOptions::Bursts::paced)
       throw std::invalid_argument(fmt::format("--paced-piece {}: only with --bursts paced", *f.paced_piece));
     o.paced_piece_ns = d.value.count();
+    // Long pieces (many messages entering a link at once) in proportion: with the default
+    // 100 us per message, a finer step switched busy links to long pieces of 1 ms and more
+    // (10 messages at 0.25 ms steps), so a finer --paced-piece was a coarser model there
+    // (bench/results/2026-11-27-sim-robust.md, "--paced-piece was not a finer step").
+    const sim::SimOptions defaults;
+    o.paced_piece_ns_per_message = defaults.paced_piece_ns_per_message * o.paced_piece_ns / defaults.paced_piece_ns;
   }
   if (f.paced_stream) {
     const auto d = parse_duration(*f.paced_stream);
@@ -165,6 +193,9 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
   const auto baseline = bench::baseline_name(connections);
   json done = json::array();
   bool all_full = true;
+  // Sensitivity runs: each variant again under the other knobs (training only).
+  const bool sensitivity = !flags.no_sensitivity && options.bursts == sim::SimOptions::Bursts::paced;
+  double default_wall = 0, extra_wall = 0;
   for (std::size_t i = 0; i < variants.size(); ++i) {
     const auto& v = variants[i];
     const auto tag = fmt::format("[{}/{}] {}", i + 1, variants.size(), v.name);
@@ -194,6 +225,24 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
         r = sim::simulate(plan, options);
       }
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      default_wall += wall;
+      // The model's sensitivity: the training run again under each other knob (without the
+      // prefill load; the default is the run above).
+      json knobs = json::object();
+      if (sensitivity) {
+        const auto t1 = std::chrono::steady_clock::now();
+        for (const auto* knob : bench::kSensitivityKnobs) {
+          if (std::string_view(knob) == "default") {
+            knobs[knob] = workload::summarize(plan, r.by_worker()).at("iteration_time_s").at("mean");
+            continue;
+          }
+          const auto o = sensitivity_options(options, knob);
+          if (!o) continue;
+          const auto k = sim::simulate(plan, *o);
+          knobs[knob] = workload::summarize(plan, k.by_worker()).at("iteration_time_s").at("mean");
+        }
+        extra_wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+      }
       const auto reports = scen.prefill ? workload::by_worker(plan, own) : r.by_worker();
 
       const std::int64_t end_ns = r.end_ns();
@@ -259,6 +308,7 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
                       {"placement", v.placement},
                       {"folder", v.name},
                       {"summary", summary}});
+      if (sensitivity) done.back()["sensitivity"] = std::move(knobs);
     } catch (const std::exception& e) {
       fmt::print(stderr, "{}: not simulated: {}\n", tag, e.what());
       skipped.push_back({{"name", v.name}, {"reason", e.what()}});
@@ -284,6 +334,10 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
                  {"simulation", options_json(options, scenario, timeline_mode(flags, static_cast<std::size_t>(
                                                                               scenario.parallelism.gpus())))},
                  {"variants", done},
+                 {"sensitivity", sensitivity ? json{{"knobs", std::vector<std::string>(std::begin(bench::kSensitivityKnobs), std::end(bench::kSensitivityKnobs))},
+                                                    {"default_wall_s", default_wall},
+                                                    {"extra_wall_s", extra_wall}}
+                                             : json(nullptr)},
                  {"skipped", skipped}};
   write_text_file(out / "bench.json", result.dump(2) + "\n");
   write_text_file(out / "bench.md", bench::markdown(result));
