@@ -5,6 +5,7 @@
 
 #include "bench_command.hpp"
 #include "commands.hpp"
+#include "evidence_commands.hpp"
 #include "launch_command.hpp"
 #include "replay_commands.hpp"
 #include "run_command.hpp"
@@ -358,6 +359,7 @@ int main(int argc, char** argv) {
   const bool token_in_argv = wanlab::hide_argument_values(argc, argv, {"--token"}) > 0;
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e [%l] %v");
+  set_invocation(argc, argv, app.get_subcommands().empty() ? std::string() : app.get_subcommands().front()->get_name());
 
   try {
     if (*up_cmd) {
