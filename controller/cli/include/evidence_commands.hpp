@@ -1,8 +1,10 @@
 #pragma once
 // Evidence around run folders: the workload card and launch.sh every run folder gets
-// (controller/evidence/card.hpp).
+// (controller/evidence/card.hpp), `wanlab analyze` and `wanlab import-trace`.
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -22,5 +24,12 @@ const std::string& invoked_command();
 void write_run_card(const std::filesystem::path& dir, evidence::CardInputs in);
 /// The same for a lab run folder (run, bench): the plan from its scenario.json.
 void write_lab_run_card(const std::filesystem::path& dir, const nlohmann::json& summary);
+
+struct AnalyzeArgs {
+  std::vector<std::string> paths;
+  std::optional<std::string> out;  // folder for analysis.md and analysis.json
+  bool json = false;               // print JSON instead of Markdown
+};
+int cmd_analyze(const AnalyzeArgs& a);
 
 }  // namespace wanlab::cli

@@ -331,6 +331,18 @@ int main(int argc, char** argv) {
 
   ReplayCommands replay_commands(app);
 
+  AnalyzeArgs analyze;
+  auto* analyze_cmd = app.add_subcommand(
+      "analyze", "Explain run folders from their timelines: per stage and GPU compute, exposed and overlapped "
+                 "communication and idle time, WAN bandwidth per transfer and link against the link rate, the "
+                 "critical path of an iteration; with two or more runs, which phase explains the step-time "
+                 "difference. A folder of runs (a bench's, bench/evidence/) is indexed. Markdown, or JSON "
+                 "(docs/evidence.md)");
+  analyze_cmd->add_option("paths", analyze.paths, "Run folders, or folders holding run folders")->required();
+  analyze_cmd->add_option("--out", analyze.out, "Also write analysis.md and analysis.json into this folder");
+  analyze_cmd->add_flag("--json", analyze.json, "Print JSON instead of Markdown");
+
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -433,6 +445,7 @@ int main(int argc, char** argv) {
       for (int i = 1; i < argc; ++i) line += fmt::format(" {}", argv[i]);
       return cmd_compose(compose_args, line);
     }
+    if (*analyze_cmd) return cmd_analyze(analyze);
     if (auto rc = replay_commands.run()) return *rc;
   } catch (const std::exception& e) {
     fmt::print(stderr, "wanlab: {}\n", e.what());
