@@ -1,6 +1,7 @@
 #pragma once
 // Evidence around run folders: the workload card and launch.sh every run folder gets
 // (controller/evidence/card.hpp), `wanlab analyze` and `wanlab import-trace`.
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -31,5 +32,17 @@ struct AnalyzeArgs {
   bool json = false;               // print JSON instead of Markdown
 };
 int cmd_analyze(const AnalyzeArgs& a);
+
+struct ImportTraceArgs {
+  std::vector<std::string> traces;
+  std::string topology;
+  std::vector<std::string> placement;  // DC per rank
+  std::string gpu = "H100";
+  double mfu = 0.4;
+  std::optional<std::uint64_t> message_bytes;  // where the trace gives no sizes
+  std::optional<std::string> out;
+  bool no_simulate = false;
+};
+int cmd_import_trace(const ImportTraceArgs& a);
 
 }  // namespace wanlab::cli
