@@ -9,6 +9,7 @@ packages=(
   libnl-3-dev libnl-route-3-dev
   libboost-dev libboost-system-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev catch2 libbenchmark-dev
+  libyaml-cpp-dev  # workload cards (card.yaml)
   # the real tools the lab and its tests use
   iproute2 iperf3 iputils-ping tcpdump jq
   # the fuzz tier (libFuzzer is clang's)

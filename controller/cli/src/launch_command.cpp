@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "evidence_commands.hpp"
 #include "lab_lookup.hpp"
 #include "launch_plan.hpp"
 #include "run_support.hpp"
@@ -521,6 +522,13 @@ int cmd_launch(const LaunchArgs& a) {
   try {
     write_text_file(out / "links.csv", run::links_csv(topo, samples));
     write_text_file(out / "summary.json", summary.dump(2) + "\n");
+    evidence::CardInputs card;
+    card.command = "launch";
+    card.topology = &topo;
+    card.summary = summary;
+    card.framework = "launched command";
+    card.launched = a.cmd;
+    write_run_card(out, card);
   } catch (const std::exception& e) {
     fmt::print(stderr, "wanlab: launch: {}\n", e.what());
     return worst == 0 ? 1 : worst;

@@ -5,6 +5,7 @@
 
 #include "bench_command.hpp"
 #include "commands.hpp"
+#include "evidence_commands.hpp"
 #include "launch_command.hpp"
 #include "replay_commands.hpp"
 #include "plan_command.hpp"
@@ -376,6 +377,35 @@ int main(int argc, char** argv) {
 
   ReplayCommands replay_commands(app);
 
+  AnalyzeArgs analyze;
+  auto* analyze_cmd = app.add_subcommand(
+      "analyze", "Explain run folders from their timelines: per stage and GPU compute, exposed and overlapped "
+                 "communication and idle time, WAN bandwidth per transfer and link against the link rate, the "
+                 "critical path of an iteration; with two or more runs, which phase explains the step-time "
+                 "difference. A folder of runs (a bench's, bench/evidence/) is indexed. Markdown, or JSON "
+                 "(docs/evidence.md)");
+  analyze_cmd->add_option("paths", analyze.paths, "Run folders, or folders holding run folders")->required();
+  analyze_cmd->add_option("--out", analyze.out, "Also write analysis.md and analysis.json into this folder");
+  analyze_cmd->add_flag("--json", analyze.json, "Print JSON instead of Markdown");
+
+  ImportTraceArgs import_trace;
+  auto* import_cmd = app.add_subcommand(
+      "import-trace", "Turn the PyTorch profiler traces of a distributed job (Chrome-trace JSON, one per rank; Kineto "
+                      "or the autograd profiler) into wanlab worker programs, list what could not be carried over, "
+                      "and replay the job in the simulator on a topology (docs/evidence.md)");
+  import_cmd->add_option("traces", import_trace.traces, "Trace files, one per rank (rank order)")->required();
+  import_cmd->add_option("--topology", import_trace.topology, "Topology file to replay on")->required();
+  import_cmd->add_option("--placement", import_trace.placement,
+                         "DC of each rank, comma-separated (default: rank r in DC r mod the DC count)")
+      ->delimiter(',');
+  import_cmd->add_option("--gpu", import_trace.gpu, "GPU kind the programs' FLOPs are counted for (default H100)");
+  import_cmd->add_option("--mfu", import_trace.mfu, "Model FLOP utilization of that GPU (default 0.4)")
+      ->check(CLI::Range(0.01, 1.0));
+  import_cmd->add_option("--message-bytes", import_trace.message_bytes,
+                         "Bytes of each message where the trace gives no tensor sizes (recorded without record_shapes)");
+  import_cmd->add_option("--out", import_trace.out, "Output folder (default: imports/NAME-YYYYMMDD-HHMMSS)");
+  import_cmd->add_flag("--no-simulate", import_trace.no_simulate, "Only write the programs, do not replay them");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -404,6 +434,7 @@ int main(int argc, char** argv) {
   const bool token_in_argv = wanlab::hide_argument_values(argc, argv, {"--token"}) > 0;
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e [%l] %v");
+  set_invocation(argc, argv, app.get_subcommands().empty() ? std::string() : app.get_subcommands().front()->get_name());
 
   try {
     if (*up_cmd) {
@@ -478,6 +509,8 @@ int main(int argc, char** argv) {
       for (int i = 1; i < argc; ++i) line += fmt::format(" {}", argv[i]);
       return cmd_compose(compose_args, line);
     }
+    if (*analyze_cmd) return cmd_analyze(analyze);
+    if (*import_cmd) return cmd_import_trace(import_trace);
     if (auto rc = replay_commands.run()) return *rc;
   } catch (const std::exception& e) {
     fmt::print(stderr, "wanlab: {}\n", e.what());

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "evidence_commands.hpp"
 #include "wanlab/workload/baselines.hpp"
 #include "wanlab/workload/plan.hpp"
 #include "wanlab/api/server.hpp"
@@ -169,6 +170,7 @@ RunOutcome run_on_lab(const std::string& lab_name, const RunRequest& request, co
       try {
         o.summary = nlohmann::json::parse(f);
         o.rc = 0;
+        write_lab_run_card(request.out, o.summary);
       } catch (const std::exception& e) {
         o.error = fmt::format("run done, but {}/summary.json is unreadable: {}", request.out.string(), e.what());
       }

@@ -1,6 +1,8 @@
 // simulate: a scenario's variants in the flow-level simulator, written as `bench` writes them.
 #include "simulate_command.hpp"
 
+#include "evidence_commands.hpp"
+
 #include <chrono>
 #include <cmath>
 
@@ -287,6 +289,15 @@ json simulate_variants(const workload::Scenario& scenario, const std::string& sc
         scen_json["topology"] = fs::absolute(folder / "topology.json").string();
       }
       write_text_file(folder / "scenario.json", scen_json.dump(2) + "\n");
+      {
+        evidence::CardInputs card;
+        card.plan = &plan;
+        card.topology = &plan.topology;
+        card.summary = summary;
+        card.framework = "wanlab simulator";
+        card.variant = v.name;
+        write_run_card(folder, card);
+      }
       if (timeline == "full") {
         write_text_file(folder / "timeline.json",
                         workload::chrome_trace(plan, scen.prefill ? own : r.reports()).dump() + "\n");
