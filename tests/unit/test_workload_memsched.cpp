@@ -3,6 +3,7 @@
 // bubble fractions with free communication against the analytic values.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <set>
 #include <string>
 #include <tuple>
@@ -193,7 +194,7 @@ TEST_CASE("memory: a plan that does not fit is refused with the figures", "[unit
     CHECK(d.path == "/parallelism");
     CHECK_THAT(d.reason, Catch::Contains("does not fit in GPU memory"));
     CHECK_THAT(d.reason, Catch::Contains("stage 0 needs"));
-    CHECK_THAT(d.reason, Catch::Contains("of the 80.0 GiB of a H100 in DC a"));
+    CHECK_THAT(d.reason, Catch::Contains("of the 80.0 GiB of an H100 in DC a"));
     CHECK_THAT(d.reason, Catch::Contains("micro-batches in flight"));
   }
   SECTION("the same model fits with more stages, the distributed optimizer and recomputation on H200s") {
@@ -470,4 +471,25 @@ TEST_CASE("the simulator runs the new schedules as execute() does without conten
           Approx(b.at("iteration_time_s").at("mean").get<double>()).epsilon(1e-3));
     CHECK(a.at("bubble_fraction").get<double>() == Approx(b.at("bubble_fraction").get<double>()).margin(1e-3));
   }
+}
+
+TEST_CASE("memory: every shipped scenario fits its lab's GPUs", "[unit][workload][memory]") {
+  namespace fs = std::filesystem;
+  int checked = 0;
+  for (const auto& dir : {kSource + "/bench/scenarios", kSource + "/bench/scenarios/paper"})
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.path().extension() != ".json") continue;
+      INFO(e.path().string());
+      const auto s = load_scenario(e.path());
+      const auto topo = core::load_topology(s.topology_path);
+      const auto plan = build_plan(s, topo);  // throws when a stage does not fit
+      std::vector<std::vector<std::size_t>> dcs(static_cast<std::size_t>(s.parallelism.pp));
+      for (const auto& w : plan.workers) dcs[static_cast<std::size_t>(w.stage)].push_back(w.dc);
+      for (const auto& f : memory_fit(s, topo, dcs)) {
+        INFO(describe(f));
+        CHECK(f.fits());
+      }
+      ++checked;
+    }
+  CHECK(checked >= 8);
 }

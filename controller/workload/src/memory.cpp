@@ -173,9 +173,9 @@ std::string describe(const StageFit& f) {
   std::string reserve = m.reserve > 0 ? fmt::format(" + reserve {:.1f}", gib(m.reserve)) : "";
   return fmt::format(
       "stage {} needs {:.1f} GiB per GPU (weights {:.1f} + gradients {:.1f} + optimizer {:.1f} + activations {:.1f}{} "
-      "GiB, {} micro-batch{} in flight) of the {:.1f} GiB of {} {}{}",
+      "GiB, {} micro-batch{} in flight) of the {:.1f} GiB of an {}{}",
       m.stage, gib(m.needed()), gib(m.weights), gib(m.gradients), gib(m.optimizer), gib(m.activations), reserve,
-      m.peak_in_flight, m.peak_in_flight == 1 ? "" : "es", gib(f.available), f.gpu == "A100" ? "an" : "a", f.gpu,
+      m.peak_in_flight, m.peak_in_flight == 1 ? "" : "es", gib(f.available), f.gpu,
       f.dc.empty() ? "" : fmt::format(" in DC {}", f.dc));
 }
 

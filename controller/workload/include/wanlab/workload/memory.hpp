@@ -82,8 +82,8 @@ std::vector<StageFit> memory_fit(const Scenario& scenario, std::string_view kind
 bool fits(const std::vector<StageFit>& fit);
 
 /// One line per stage: "stage 0 needs 95.2 GiB per GPU (weights 20.1 + gradients 20.1 +
-/// optimizer 40.2 + activations 14.8 GiB for 4 micro-batches in flight) of the 80.0 GiB of
-/// an H100 in DC a".
+/// optimizer 40.2 + activations 14.8 GiB, 4 micro-batches in flight) of the 80.0 GiB of an
+/// H100 in DC a" (every known kind takes "an").
 std::string describe(const StageFit& fit);
 
 /// Throws core::ConfigError naming the scenario file and "/parallelism" with every stage
