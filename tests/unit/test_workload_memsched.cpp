@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "test_workload_fixtures.hpp"
+#include "wanlab/sim/rescale.hpp"
 #include "wanlab/sim/simulator.hpp"
 #include "wanlab/workload/cost.hpp"
 #include "wanlab/workload/execute.hpp"
@@ -492,4 +493,21 @@ TEST_CASE("memory: every shipped scenario fits its lab's GPUs", "[unit][workload
       ++checked;
     }
   CHECK(checked >= 8);
+}
+
+TEST_CASE("uneven split: simulate --gpus keeps layers_per_stage and the new schedules", "[unit][workload][schedule]") {
+  auto s = scenario(2, 1, 1, 4, Schedule::interleaved_1f1b);
+  s.virtual_stages = 2;
+  s.layers_per_stage = {3, 5};
+  const auto topo = lab(nlohmann::json::array({{{"name", "a"}, {"nodes", 1}, {"gpus_per_node", 2}},
+                                               {{"name", "b"}, {"nodes", 1}, {"gpus_per_node", 2}}}));
+  const auto r = sim::rescale_gpus(s, topo, 8);
+  CHECK(r.scenario.parallelism.dp == 4);
+  CHECK(r.scenario.layers_per_stage == std::vector<int>{3, 5});
+  CHECK(r.scenario.virtual_stages == 2);
+  const auto plan = build_plan(r.scenario, r.topology);
+  CHECK(plan.stages[1].layers == 5);
+  // Stage 1's chunks: 3 and 2 layers (earlier chunks take the extra).
+  CHECK(plan.programs.back().chunks.at(0).layers == 3);
+  CHECK(plan.programs.back().chunks.at(1).layers == 2);
 }

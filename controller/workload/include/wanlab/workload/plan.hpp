@@ -4,7 +4,9 @@
 //
 // Per worker (stage s, replica d, TP rank t), one iteration:
 //   - the pipeline schedule's forwards and backwards of the micro-batches (GPipe: all
-//     forwards, then all backwards; 1F1B: Megatron's non-interleaved schedule);
+//     forwards, then all backwards; 1F1B: Megatron's non-interleaved schedule; interleaved
+//     1F1B: the same per model chunk, chunks wrapping from the last stage to the first;
+//     ZB-H1: backwards split into input- and weight-gradient passes; pipeline_steps);
 //   - before a forward, except on the first stage: recv the activations from (s-1, d, t);
 //     after it, except on the last stage: send them to (s+1, d, t);
 //   - before a backward, except on the last stage: recv the activation gradients from
