@@ -31,7 +31,10 @@ class CudaCompute final : public Compute {
     if (op.kind == program::OpKind::optimizer) return modeled_.run(op, shape, abort, ready);
     // Real kernels start when launched and end when the GPU is done with them.
     const auto start = Clock::now();
-    gpu_->run(shape, op.kind);
+    // A zero-bubble half backward (input or weight gradients) runs one pass of the forward
+    // GEMMs, as many FLOPs as half the full backward's two.
+    const bool half = op.kind == program::OpKind::backward && op.part != program::BackwardPart::full;
+    gpu_->run(shape, half ? program::OpKind::forward : op.kind);
     if (abort.load()) return std::nullopt;
     return GpuTimes{start, Clock::now()};
   }

@@ -56,7 +56,7 @@ void Worker::run(const std::atomic<bool>& abort) {
             if (!group) throw Aborted();
             ready = *group;
           }
-          const auto ran = compute_->run(op, program_.shape, abort, ready);
+          const auto ran = compute_->run(op, program_.shape_of(op), abort, ready);
           if (!ran) throw Aborted();
           gpu_free_ = ran->end;
           const auto kind = program::compute_span_kind(op.kind);

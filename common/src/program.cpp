@@ -289,7 +289,20 @@ json to_json(const Op& op) {
   if (op.tag != 0) j["tag"] = op.tag;
   if (!op.ring.empty()) j["ring"] = op.ring;
   if (op.rendezvous) j["rendezvous"] = true;
+  if (op.chunk != 0) j["chunk"] = op.chunk;
+  if (op.part != BackwardPart::full) j["part"] = to_string(op.part);
   return j;
+}
+
+std::string to_string(BackwardPart part) {
+  switch (part) {
+    case BackwardPart::input:
+      return "input";
+    case BackwardPart::weight:
+      return "weight";
+    default:
+      return "full";
+  }
 }
 
 json to_json(const StageShape& s) {
@@ -303,13 +316,19 @@ json to_json(const StageShape& s) {
 json to_json(const WorkerProgram& p) {
   json ops = json::array();
   for (const auto& op : p.ops) ops.push_back(to_json(op));
-  return {{"worker", p.worker},   {"stage", p.stage},          {"dp_rank", p.dp_rank},
-          {"tp_rank", p.tp_rank}, {"shape", to_json(p.shape)}, {"ops", std::move(ops)}};
+  json j{{"worker", p.worker},   {"stage", p.stage},          {"dp_rank", p.dp_rank},
+         {"tp_rank", p.tp_rank}, {"shape", to_json(p.shape)}, {"ops", std::move(ops)}};
+  if (!p.chunks.empty()) {
+    json chunks = json::array();
+    for (const auto& c : p.chunks) chunks.push_back(to_json(c));
+    j["chunks"] = std::move(chunks);
+  }
+  return j;
 }
 
 Op op_from_json(const json& j) {
   constexpr std::string_view o = "op";
-  object_of(j, o, {"kind", "microbatch", "flops", "peer", "bytes", "tag", "ring", "rendezvous"});
+  object_of(j, o, {"kind", "microbatch", "flops", "peer", "bytes", "tag", "ring", "rendezvous", "chunk", "part"});
   Op op;
   const std::string kind = string(required(j, o, "kind"), o, "kind");
   try {
@@ -329,6 +348,15 @@ Op op_from_json(const json& j) {
     op.rendezvous = v->get<bool>();
     if (op.rendezvous && op.kind != OpKind::send && op.kind != OpKind::recv)
       fail(o, "rendezvous", fmt::format("a {} has no receiver to wait for; only a send or a recv", kind));
+  }
+  optional_integer(j, o, "chunk", op.chunk);
+  if (op.chunk < 0) fail(o, "chunk", fmt::format("{} is negative", op.chunk));
+  if (const json* v = field(j, "part")) {
+    const std::string part = string(*v, o, "part");
+    if (part == "full") op.part = BackwardPart::full;
+    else if (part == "input") op.part = BackwardPart::input;
+    else if (part == "weight") op.part = BackwardPart::weight;
+    else fail(o, "part", fmt::format("\"{}\": expected full, input or weight", part));
   }
   return op;
 }
@@ -355,7 +383,7 @@ StageShape stage_shape_from_json(const json& j) {
 
 WorkerProgram worker_program_from_json(const json& j) {
   constexpr std::string_view o = "worker program";
-  object_of(j, o, {"worker", "stage", "dp_rank", "tp_rank", "shape", "ops"});
+  object_of(j, o, {"worker", "stage", "dp_rank", "tp_rank", "shape", "ops", "chunks"});
   WorkerProgram p;
   p.worker = integer<int>(required(j, o, "worker"), o, "worker");
   p.stage = integer<int>(required(j, o, "stage"), o, "stage");
@@ -368,6 +396,10 @@ WorkerProgram worker_program_from_json(const json& j) {
     fail(o, "shape", e.what());
   }
   p.ops = elements<Op>(required(j, o, "ops"), o, "ops", op_from_json);
+  if (const json* v = field(j, "chunks")) p.chunks = elements<StageShape>(*v, o, "chunks", stage_shape_from_json);
+  for (const auto& op : p.ops)
+    if (op.chunk != 0 && static_cast<std::size_t>(op.chunk) >= std::max<std::size_t>(p.chunks.size(), 1))
+      fail(o, "ops", fmt::format("an op runs chunk {} but the program has {} chunks", op.chunk, p.chunks.size()));
   return p;
 }
 

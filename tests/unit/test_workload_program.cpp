@@ -42,7 +42,7 @@ TEST_CASE("op and span kinds round-trip through their names", "[unit][workload][
 }
 
 TEST_CASE("programs and reports round-trip through JSON exactly", "[unit][workload][program]") {
-  WorkerProgram p{5, 1, 2, 1, small_shape(3, 100), {}};
+  WorkerProgram p{5, 1, 2, 1, small_shape(3, 100), {}, {}};
   p.ops.push_back(Op{OpKind::recv, 0, 0, 1, 4096, 0, {}, false});
   p.ops.push_back(Op{OpKind::forward, 0, 1.0 / 3.0 * 1e12, -1, 0, 0, {}, false});
   p.ops.push_back(Op{OpKind::send, 7, 0, 9, 4096, 14, {}, false});
@@ -87,7 +87,7 @@ TEST_CASE("reading JSON names the field and the reason", "[unit][workload][progr
                span_from_json(json{{"kind", "forward"}, {"iteration", 0}, {"start_ns", 5}, {"end_ns", 4}});
              }),
              Contains("\"end_ns\""));
-  auto program = to_json(WorkerProgram{0, 0, 0, 0, small_shape(1, 0), {}});
+  auto program = to_json(WorkerProgram{0, 0, 0, 0, small_shape(1, 0), {}, {}});
   program["shape"].erase("tp");
   CHECK_THAT(error_of([&] { worker_program_from_json(program); }), Contains("\"shape\"") && Contains("\"tp\""));
   CHECK_THAT(error_of([] { worker_report_from_json(json::array()); }), Contains("expected a JSON object"));

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace wanlab::workload {
@@ -52,8 +53,21 @@ std::uint64_t activation_bytes(const ModelSpec& model, int micro_batch_size) {
          static_cast<std::uint64_t>(model.hidden) * static_cast<std::uint64_t>(dtype_bytes(model.dtype));
 }
 
-std::vector<StageCost> stage_costs(const ModelSpec& m, const Parallelism& par, int micro_batch_size) {
-  const auto layers = split_layers(m.layers, par.pp);
+std::vector<int> stage_layers(const Scenario& scenario) {
+  return scenario.layers_per_stage.empty() ? split_layers(scenario.model.layers, scenario.parallelism.pp)
+                                           : scenario.layers_per_stage;
+}
+
+std::vector<StageCost> stage_costs(const ModelSpec& m, const Parallelism& par, int micro_batch_size,
+                                   const std::vector<int>& given) {
+  const auto layers = given.empty() ? split_layers(m.layers, par.pp) : given;
+  int sum = 0;
+  for (int n : layers) sum += n;
+  if (static_cast<int>(layers.size()) != par.pp || sum != m.layers ||
+      std::any_of(layers.begin(), layers.end(), [](int n) { return n < 1; }))
+    throw std::invalid_argument(
+        fmt::format("stage_costs: {} layers per stage summing to {} for pp {} and {} layers", layers.size(), sum,
+                    par.pp, m.layers));
   const auto tp = static_cast<std::uint64_t>(par.tp);
   const auto bytes = static_cast<std::uint64_t>(dtype_bytes(m.dtype));
   std::vector<StageCost> out;

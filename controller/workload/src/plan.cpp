@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <stdexcept>
 
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/workload/gpu.hpp"
+#include "wanlab/workload/memory.hpp"
 
 namespace wanlab::workload {
 using program::Op;
@@ -18,6 +20,9 @@ std::vector<std::pair<OpKind, int>> pipeline_order(Schedule schedule, int pp, in
   if (pp < 1 || stage < 0 || stage >= pp || micro_batches < 0)
     throw std::invalid_argument(
         fmt::format("pipeline_order: stage {} of {} with {} micro-batches", stage, pp, micro_batches));
+  if (schedule != Schedule::gpipe && schedule != Schedule::one_f_one_b)
+    throw std::invalid_argument(fmt::format("pipeline_order: {} has chunks or split backwards; use pipeline_steps",
+                                            to_string(schedule)));
   std::vector<std::pair<OpKind, int>> order;
   order.reserve(2 * static_cast<std::size_t>(micro_batches));
   if (schedule == Schedule::gpipe) {
@@ -35,6 +40,116 @@ std::vector<std::pair<OpKind, int>> pipeline_order(Schedule schedule, int pp, in
   }
   for (int mb = steady; mb < micro_batches; ++mb) order.emplace_back(OpKind::backward, mb);
   return order;
+}
+
+namespace {
+
+std::vector<PipelineStep> interleaved_steps(int v, int pp, int stage, int m) {
+  const int total = m * v;
+  const int warmup = m == pp ? total : std::min((pp - stage - 1) * 2 + (v - 1) * pp, total);
+  const auto step = [&](int k, bool forward) {
+    const int group = pp * v;
+    const int chunk_f = (k % group) / pp;
+    PipelineStep st;
+    st.kind = forward ? OpKind::forward : OpKind::backward;
+    st.microbatch = (k / group) * pp + k % pp;
+    st.chunk = forward ? chunk_f : v - 1 - chunk_f;
+    return st;
+  };
+  std::vector<PipelineStep> out;
+  out.reserve(2 * static_cast<std::size_t>(total));
+  for (int k = 0; k < warmup; ++k) out.push_back(step(k, true));
+  const int steady = total - warmup;
+  for (int i = 0; i < steady; ++i) {
+    out.push_back(step(warmup + i, true));
+    out.push_back(step(i, false));
+  }
+  for (int k = steady; k < total; ++k) out.push_back(step(k, false));
+  return out;
+}
+
+// ZB-H1 as a greedy list schedule on unit-cost F, B and W with no communication time
+// (see plan.hpp); every stage's order is built together since each waits on its neighbours.
+std::vector<std::vector<PipelineStep>> zb_h1_steps(int pp, int m) {
+  constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+  const auto P = static_cast<std::size_t>(pp);
+  const auto M = static_cast<std::size_t>(m);
+  std::vector<std::vector<std::int64_t>> f_end(P, std::vector<std::int64_t>(M, kNever));
+  std::vector<std::vector<std::int64_t>> b_end = f_end;
+  std::vector<int> next_f(P, 0), next_b(P, 0);
+  std::vector<std::vector<int>> waiting_w(P);
+  std::vector<std::size_t> next_w(P, 0);
+  std::vector<std::vector<PipelineStep>> out(P);
+  const std::size_t ops = 3 * P * M;
+  std::size_t placed = 0;
+  for (std::int64_t t = 0; placed < ops; ++t) {
+    for (std::size_t i = 0; i < P; ++i) {
+      const int b = next_b[i];
+      const auto bi = static_cast<std::size_t>(b);
+      const bool b_ready = b < m && (i + 1 == P ? f_end[i][bi] <= t : b_end[i + 1][bi] <= t);
+      const int f = next_f[i];
+      const auto fi = static_cast<std::size_t>(f);
+      const bool f_ready = f < m && (i == 0 || f_end[i - 1][fi] <= t) && f - b < pp - static_cast<int>(i);
+      const std::size_t pending_w = waiting_w[i].size() - next_w[i];
+      const bool w_ready = pending_w > 0;
+      char pick = 0;
+      if (w_ready && pending_w > P - 1) pick = 'W';
+      else if (b_ready) pick = 'B';
+      else if (f_ready) pick = 'F';
+      else if (w_ready) pick = 'W';
+      if (pick == 0) continue;
+      PipelineStep st;
+      if (pick == 'F') {
+        st.kind = OpKind::forward;
+        st.microbatch = f;
+        f_end[i][fi] = t + 1;
+        ++next_f[i];
+      } else if (pick == 'B') {
+        st.kind = OpKind::backward;
+        st.microbatch = b;
+        st.part = program::BackwardPart::input;
+        b_end[i][bi] = t + 1;
+        ++next_b[i];
+        waiting_w[i].push_back(b);
+      } else {
+        st.kind = OpKind::backward;
+        st.microbatch = waiting_w[i][next_w[i]++];
+        st.part = program::BackwardPart::weight;
+      }
+      out[i].push_back(st);
+      ++placed;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<PipelineStep> pipeline_steps(Schedule schedule, int virtual_stages, int pp, int stage, int micro_batches) {
+  if (pp < 1 || stage < 0 || stage >= pp || micro_batches < 0 || virtual_stages < 1)
+    throw std::invalid_argument(fmt::format("pipeline_steps: stage {} of {} with {} micro-batches and {} chunks",
+                                            stage, pp, micro_batches, virtual_stages));
+  std::vector<PipelineStep> out;
+  switch (schedule) {
+    case Schedule::gpipe:
+    case Schedule::one_f_one_b:
+      for (auto [kind, mb] : pipeline_order(schedule, pp, stage, micro_batches)) {
+        PipelineStep st;
+        st.kind = kind;
+        st.microbatch = mb;
+        out.push_back(st);
+      }
+      return out;
+    case Schedule::interleaved_1f1b:
+      if (pp < 2 || virtual_stages < 2 || micro_batches % pp != 0)
+        throw std::invalid_argument(fmt::format("pipeline_steps: interleaved-1f1b needs pp >= 2, virtual_stages >= 2 "
+                                                "and micro-batches a multiple of pp (pp {}, {} chunks, {} micro-batches)",
+                                                pp, virtual_stages, micro_batches));
+      return interleaved_steps(virtual_stages, pp, stage, micro_batches);
+    case Schedule::zb_h1:
+      return zb_h1_steps(pp, micro_batches).at(static_cast<std::size_t>(stage));
+  }
+  return out;
 }
 
 std::uint64_t scaled_bytes(const Scenario& scenario, std::uint64_t bytes) {
@@ -146,6 +261,20 @@ std::vector<Op> allreduce_ops(const Plan& plan, const WorkerPlacement& w, std::u
 
 namespace {
 
+// A stage's layers split into v model chunks (earlier chunks take the extra layers); the
+// LM head goes with the last chunk of the last stage.
+std::vector<program::StageShape> chunk_shapes(const program::StageShape& stage, int v, bool last_stage) {
+  std::vector<program::StageShape> out;
+  const auto layers = split_layers(stage.layers, v);
+  for (int c = 0; c < v; ++c) {
+    auto shape = stage;
+    shape.layers = layers[static_cast<std::size_t>(c)];
+    shape.vocab = last_stage && c == v - 1 ? stage.vocab : 0;
+    out.push_back(shape);
+  }
+  return out;
+}
+
 program::WorkerProgram worker_program(const Plan& plan, const WorkerPlacement& w) {
   const auto& s = plan.scenario;
   const auto& par = s.parallelism;
@@ -165,17 +294,54 @@ program::WorkerProgram worker_program(const Plan& plan, const WorkerPlacement& w
     return op;
   };
 
-  program::WorkerProgram p{w.worker, w.stage, w.dp_rank, w.tp_rank, cost.shape, {}};
-  for (auto [kind, mb] : pipeline_order(s.schedule, par.pp, w.stage, s.micro_batches)) {
-    if (kind == OpKind::forward) {
-      if (!first) p.ops.push_back(message(OpKind::recv, prev, activation_tag(mb), mb));
-      p.ops.push_back(compute_op(OpKind::forward, mb, cost.forward_flops));
-      if (!last) p.ops.push_back(message(OpKind::send, next, activation_tag(mb), mb));
+  program::WorkerProgram p{w.worker, w.stage, w.dp_rank, w.tp_rank, cost.shape, {}, {}};
+  const int v = s.virtual_stages;
+  const int m = s.micro_batches;
+  std::vector<double> forward_flops{cost.forward_flops};
+  std::vector<double> backward_flops{cost.backward_flops};
+  if (v > 1) {
+    p.chunks = chunk_shapes(cost.shape, v, last);
+    forward_flops.clear();
+    backward_flops.clear();
+    for (const auto& c : p.chunks) {
+      forward_flops.push_back(program::gemm_flops(program::stage_gemms(c, OpKind::forward)));
+      backward_flops.push_back(program::gemm_flops(program::stage_gemms(c, OpKind::backward)));
+    }
+  }
+  // With chunks, the first stage's chunk c > 0 takes its input from the last stage's chunk
+  // c - 1, and the last stage's chunk c < v - 1 feeds the first stage's chunk c + 1.
+  const int first_worker = worker_id(par, 0, w.dp_rank, w.tp_rank);
+  const int last_worker = worker_id(par, par.pp - 1, w.dp_rank, w.tp_rank);
+  for (const auto& st : pipeline_steps(s.schedule, v, par.pp, w.stage, m)) {
+    const int mb = st.microbatch;
+    const int c = st.chunk;
+    const auto ci = static_cast<std::size_t>(c);
+    const bool model_input = first && c == 0;
+    const bool model_output = last && c == v - 1;
+    const int from = first ? last_worker : prev;  // the worker before this chunk
+    const int to = last ? first_worker : next;    // the worker after it
+    const int from_chunk = first ? c - 1 : c;     // the tag's chunk on the boundary before
+    if (st.kind == OpKind::forward) {
+      if (!model_input) p.ops.push_back(message(OpKind::recv, from, activation_tag(mb, from_chunk, m), mb));
+      auto op = compute_op(OpKind::forward, mb, forward_flops[ci]);
+      op.chunk = c;
+      p.ops.push_back(op);
+      if (!model_output) p.ops.push_back(message(OpKind::send, to, activation_tag(mb, c, m), mb));
     } else {
-      if (!last) p.ops.push_back(message(OpKind::recv, next, gradient_tag(mb), mb));
-      // Recomputation runs the micro-batch's forward again before its backward.
-      p.ops.push_back(compute_op(OpKind::backward, mb, cost.backward_flops + (s.recompute ? cost.forward_flops : 0)));
-      if (!first) p.ops.push_back(message(OpKind::send, prev, gradient_tag(mb), mb));
+      const bool weight = st.part == program::BackwardPart::weight;
+      if (!model_output && !weight) p.ops.push_back(message(OpKind::recv, to, gradient_tag(mb, c, m), mb));
+      // Recomputation runs the micro-batch's chunk forward again before its backward (before
+      // the input half where the backward is split).
+      const double again = (s.recompute || s.memory.recompute) && st.part != program::BackwardPart::weight
+                               ? forward_flops[ci]
+                               : 0;
+      const double flops =
+          (st.part == program::BackwardPart::full ? backward_flops[ci] : backward_flops[ci] / 2) + again;
+      auto op = compute_op(OpKind::backward, mb, flops);
+      op.chunk = c;
+      op.part = st.part;
+      p.ops.push_back(op);
+      if (!model_input && !weight) p.ops.push_back(message(OpKind::send, from, gradient_tag(mb, from_chunk, m), mb));
     }
   }
   if (par.dp > 1) {
@@ -220,7 +386,10 @@ Plan build_plan(const Scenario& scenario, const core::Topology& topo) {
     d.throw_if_any();
   }
   plan.workers = place_workers(scenario, topo);
-  plan.stages = stage_costs(scenario.model, scenario.parallelism, scenario.micro_batch_size);
+  std::vector<std::vector<std::size_t>> stage_dcs(static_cast<std::size_t>(scenario.parallelism.pp));
+  for (const auto& w : plan.workers) stage_dcs.at(static_cast<std::size_t>(w.stage)).push_back(w.dc);
+  check_memory(scenario, memory_fit(scenario, topo, stage_dcs));
+  plan.stages = stage_costs(scenario.model, scenario.parallelism, scenario.micro_batch_size, stage_layers(scenario));
   plan.pipeline_message_bytes = scaled_bytes(activation_bytes(scenario.model, scenario.micro_batch_size) /
                                                                static_cast<std::uint64_t>(scenario.parallelism.tp),
                                                            scenario.scale);

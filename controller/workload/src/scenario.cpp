@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <system_error>
@@ -25,7 +26,9 @@ constexpr std::string_view kAllReduces[] = {"ring", "hierarchical"};
 constexpr std::string_view kTopKeys[] = {
     "name",     "description",      "topology",      "model",      "gpu",      "parallelism",
     "schedule", "micro_batch_size", "micro_batches", "iterations", "warmup",   "connections",
-    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill", "allreduce", "recompute", "send_mode"};
+    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill", "allreduce", "recompute", "send_mode", "virtual_stages", "memory"};
+constexpr std::string_view kMemoryKeys[] = {"optimizer_bytes_per_parameter", "distributed_optimizer", "recompute",
+                                            "sequence_parallel", "reserve_gib"};
 constexpr std::string_view kPrefillKeys[] = {"model",  "arrival", "rate_per_s", "trace",           "loop",
                                              "prompt_tokens", "deadline_s", "margin", "loadgen", "decode",
                                              "inference_nodes", "scale"};
@@ -36,8 +39,8 @@ constexpr std::int64_t kMaxPromptTokens = 1 << 20;
 constexpr std::string_view kModelKeys[] = {"preset",     "layers",    "hidden",  "heads", "kv_heads",
                                            "ffn_hidden", "gated_mlp", "seq_len", "vocab", "dtype"};
 constexpr std::string_view kGpuKeys[] = {"mfu"};
-constexpr std::string_view kParallelismKeys[] = {"pp", "dp", "tp"};
-constexpr std::string_view kSchedules[] = {"gpipe", "1f1b"};
+constexpr std::string_view kParallelismKeys[] = {"pp", "dp", "tp", "layers_per_stage"};
+constexpr std::string_view kSchedules[] = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"};
 constexpr std::string_view kComputeModes[] = {"modeled", "cuda"};
 constexpr std::string_view kSendModes[] = {"eager", "rendezvous"};
 constexpr std::string_view kDtypes[] = {"bf16", "fp16", "fp32"};
@@ -107,6 +110,7 @@ class ScenarioParser {
     gpu(find(doc, "gpu"));
     parallelism(find(doc, "parallelism"));
     run_shape(doc);
+    memory(find(doc, "memory"));
     placement(find(doc, "placement"));
     prefill(find(doc, "prefill"));
     cross_checks();
@@ -260,14 +264,56 @@ class ScenarioParser {
       read_int(*v, path, key, 1, kMaxParallel, "", *out, d_);
       if (d_.items().size() != before) parallel_ok_ = false;
     }
+    if (const json* l = find(*v, "layers_per_stage")) {
+      const std::string lpath = child(path, "layers_per_stage");
+      if (!l->is_array() || l->empty()) {
+        d_.add(lpath, "expected an array of layer counts, one per stage, such as [9, 8, 7, 8]");
+        return;
+      }
+      std::vector<int> layers;
+      for (std::size_t i = 0; i < l->size(); ++i)
+        if (auto n = as_integer((*l)[i], fmt::format("{}/{}", lpath, i), 1, kMaxLayers, "every stage needs a layer",
+                                d_))
+          layers.push_back(static_cast<int>(*n));
+      if (layers.size() == l->size()) s_.layers_per_stage = std::move(layers);
+      else layers_ok_ = false;
+    }
+  }
+
+  void memory(const json* v) {
+    const std::string path = "/memory";
+    if (v == nullptr || !is_object(*v, path, "an object such as {\"recompute\": true}", d_)) return;
+    check_keys(*v, path, kMemoryKeys, d_);
+    auto& m = s_.memory;
+    if (const json* o = find(*v, "optimizer_bytes_per_parameter"))
+      if (auto n = as_number(*o, child(path, "optimizer_bytes_per_parameter"), 0, 64,
+                             "optimizer state bytes per parameter (mixed-precision Adam: 12)", d_))
+        m.optimizer_bytes_per_parameter = *n;
+    if (const json* o = find(*v, "distributed_optimizer"))
+      if (auto b = as_bool(*o, child(path, "distributed_optimizer"), d_)) m.distributed_optimizer = *b;
+    if (const json* o = find(*v, "recompute"))
+      if (auto b = as_bool(*o, child(path, "recompute"), d_)) m.recompute = *b;
+    if (const json* o = find(*v, "sequence_parallel"))
+      if (auto b = as_bool(*o, child(path, "sequence_parallel"), d_)) m.sequence_parallel = *b;
+    if (const json* o = find(*v, "reserve_gib"))
+      if (auto n = as_number(*o, child(path, "reserve_gib"), 0, 1024, "GiB kept free per GPU", d_))
+        m.reserve_bytes = static_cast<std::uint64_t>(std::llround(*n * 1024.0 * 1024.0 * 1024.0));
   }
 
   void run_shape(const json& doc) {
     if (const json* v = find(doc, "schedule")) {
       if (auto sched = as_choice(*v, "/schedule", "a schedule name", kSchedules, d_))
-        s_.schedule = *sched == "gpipe" ? Schedule::gpipe : Schedule::one_f_one_b;
+        s_.schedule = *sched == "gpipe"              ? Schedule::gpipe
+                      : *sched == "1f1b"             ? Schedule::one_f_one_b
+                      : *sched == "interleaved-1f1b" ? Schedule::interleaved_1f1b
+                                                     : Schedule::zb_h1;
     } else {
-      d_.add("/schedule", "missing: give the pipeline schedule, \"gpipe\" or \"1f1b\"");
+      d_.add("/schedule", "missing: give the pipeline schedule, \"gpipe\", \"1f1b\", \"interleaved-1f1b\" or \"zb-h1\"");
+    }
+    if (find(doc, "virtual_stages") != nullptr) {
+      const std::size_t before = d_.items().size();
+      read_int(doc, "", "virtual_stages", 1, kMaxLayers, "model chunks per GPU", s_.virtual_stages, d_);
+      virtual_ok_ = d_.items().size() == before;
     }
     read_int(doc, "", "micro_batch_size", 1, kMaxMicroBatchSize, "", s_.micro_batch_size, d_);
     const auto required = [&](std::string_view key, std::int64_t hi, int& out, std::string_view what) {
@@ -279,7 +325,7 @@ class ScenarioParser {
       read_int(doc, "", key, 1, hi, "", out, d_);
       return d_.items().size() == before;
     };
-    required("micro_batches", kMaxMicroBatches, s_.micro_batches, "the number of micro-batches per iteration");
+    micro_batches_ok_ = required("micro_batches", kMaxMicroBatches, s_.micro_batches, "the number of micro-batches per iteration");
     iterations_ok_ = required("iterations", kMaxIterations, s_.iterations, "the number of training iterations");
     if (find(doc, "warmup") != nullptr) {
       const std::size_t before = d_.items().size();
@@ -568,6 +614,45 @@ class ScenarioParser {
                                               "the attention heads",
                                               p.tp, m.heads, m.kv_heads));
     }
+    if (model_.ok && parallel_ok_ && layers_ok_ && !s_.layers_per_stage.empty()) {
+      const auto& l = s_.layers_per_stage;
+      int sum = 0;
+      for (int n : l) sum += n;
+      if (static_cast<int>(l.size()) != p.pp)
+        d_.add("/parallelism/layers_per_stage",
+               fmt::format("{} entries for pp {}: give one layer count per stage", l.size(), p.pp));
+      else if (sum != m.layers)
+        d_.add("/parallelism/layers_per_stage",
+               fmt::format("the stages hold {} layers but the model has {}", sum, m.layers));
+    }
+    if (virtual_ok_) {
+      const int v = s_.virtual_stages;
+      if (s_.schedule == Schedule::interleaved_1f1b) {
+        if (v < 2)
+          d_.add("/virtual_stages", fmt::format("{}: interleaved-1f1b needs at least 2 model chunks per GPU "
+                                                "(1 is plain 1f1b)",
+                                                v));
+        if (parallel_ok_ && p.pp < 2)
+          d_.add("/schedule", "interleaved-1f1b needs pp >= 2: with one stage there is nothing to interleave");
+        if (parallel_ok_ && micro_batches_ok_ && s_.micro_batches % p.pp != 0)
+          d_.add("/micro_batches", fmt::format("{} does not divide by pp {}: interleaved-1f1b runs the micro-batches "
+                                               "in groups of pp (as Megatron-LM requires)",
+                                               s_.micro_batches, p.pp));
+        if (model_.ok && parallel_ok_ && layers_ok_ && v >= 2) {
+          const auto layers = s_.layers_per_stage.empty() ? std::vector<int>{} : s_.layers_per_stage;
+          int fewest = m.layers / p.pp;
+          for (int n : layers) fewest = std::min(fewest, n);
+          if (fewest < v)
+            d_.add("/virtual_stages", fmt::format("{} chunks per GPU, but a stage holds only {} layers: every chunk "
+                                                  "needs a layer",
+                                                  v, fewest));
+        }
+      } else if (v != 1) {
+        d_.add("/virtual_stages", fmt::format("{}: only interleaved-1f1b runs several model chunks per GPU; leave "
+                                              "it out (or 1) for {}",
+                                              v, to_string(s_.schedule)));
+      }
+    }
     if (iterations_ok_ && warmup_ok_ && s_.warmup >= s_.iterations)
       d_.add("/warmup",
              fmt::format("{} warm-up iterations leave none of the {} iterations to measure", s_.warmup, s_.iterations));
@@ -578,6 +663,9 @@ class ScenarioParser {
   core::Diagnostics& d_;
   ModelFields model_;
   bool parallel_ok_ = true;
+  bool layers_ok_ = true;
+  bool virtual_ok_ = true;
+  bool micro_batches_ok_ = true;
   bool iterations_ok_ = true;
   bool warmup_ok_ = true;
 };
@@ -606,7 +694,17 @@ int dtype_bytes(Dtype dtype) {
 }
 
 std::string to_string(Schedule schedule) {
-  return schedule == Schedule::gpipe ? "gpipe" : "1f1b";
+  switch (schedule) {
+    case Schedule::gpipe:
+      return "gpipe";
+    case Schedule::one_f_one_b:
+      return "1f1b";
+    case Schedule::interleaved_1f1b:
+      return "interleaved-1f1b";
+    case Schedule::zb_h1:
+      return "zb-h1";
+  }
+  return "1f1b";
 }
 
 std::string to_string(AllReduce a) { return a == AllReduce::hierarchical ? "hierarchical" : "ring"; }
@@ -691,6 +789,15 @@ json to_json(const Scenario& s) {
   if (s.recompute) j["recompute"] = true;
   if (s.tcp_window) j["tcp_window"] = *s.tcp_window;
   if (s.send_mode != SendMode::eager) j["send_mode"] = to_string(s.send_mode);
+  if (s.virtual_stages != 1) j["virtual_stages"] = s.virtual_stages;
+  if (!s.layers_per_stage.empty()) j["parallelism"]["layers_per_stage"] = s.layers_per_stage;
+  if (s.memory != MemorySpec{})
+    j["memory"] = {{"distributed_optimizer", s.memory.distributed_optimizer},
+                   {"recompute", s.memory.recompute},
+                   {"sequence_parallel", s.memory.sequence_parallel},
+                   {"reserve_gib", static_cast<double>(s.memory.reserve_bytes) / (1024.0 * 1024.0 * 1024.0)}};
+  if (s.memory.optimizer_bytes_per_parameter)
+    j["memory"]["optimizer_bytes_per_parameter"] = *s.memory.optimizer_bytes_per_parameter;
   if (s.lan_scale) j["lan_scale"] = *s.lan_scale;
   if (!s.description.empty()) j["description"] = s.description;
   if (!s.placement.empty()) j["placement"] = s.placement;

@@ -19,6 +19,10 @@
 //   allreduce: ring all-reduce of a `bytes` buffer among `ring` (worker ids in ring
 //              order, this worker included): 2(n-1) steps, each sending bytes/n to the
 //              next rank and receiving bytes/n from the previous one. Blocks the worker.
+//   A backward's `part` says which gradients it computes: both (full), only the input's
+//   (zero-bubble's B) or only the weights' (its W, which no other op waits for); each
+//   half costs one pass of the forward GEMMs. A compute op's `chunk` names the model
+//   chunk (virtual stage) it runs with interleaved schedules (WorkerProgram::chunks).
 // A (peer, tag) pair is unique per direction within one iteration; the wire adds the
 // iteration number, so programs repeat unchanged every iteration.
 #include <cstddef>
@@ -36,6 +40,10 @@ std::string to_string(OpKind kind);  // "forward", ...
 /// Throws std::invalid_argument naming the unknown kind.
 OpKind op_kind_from_string(const std::string& text);
 
+/// Which gradients a backward computes.
+enum class BackwardPart { full, input, weight };
+std::string to_string(BackwardPart part);  // "full", "input", "weight"
+
 struct Op {
   OpKind kind = OpKind::forward;
   int microbatch = -1;       // forward/backward/send/recv: the micro-batch; -1 otherwise
@@ -45,6 +53,8 @@ struct Op {
   std::uint32_t tag = 0;     // send/recv: matches a send to its recv
   std::vector<int> ring;     // allreduce: worker ids in ring order, this worker included
   bool rendezvous = false;   // send: wait for the receiver's recv to be posted; recv: say so (above)
+  int chunk = 0;             // forward/backward: the model chunk (0 without interleaving)
+  BackwardPart part = BackwardPart::full;  // backward: which gradients
   bool operator==(const Op&) const = default;
 };
 
@@ -71,6 +81,13 @@ struct WorkerProgram {
   int tp_rank = 0;
   StageShape shape;
   std::vector<Op> ops; // one iteration
+  /// Interleaved schedules: the shape of each model chunk this GPU runs (op.chunk indexes
+  /// it); empty: every compute op runs `shape`.
+  std::vector<StageShape> chunks;
+  /// The shape compute op `op` runs.
+  const StageShape& shape_of(const Op& op) const {
+    return chunks.empty() ? shape : chunks.at(static_cast<std::size_t>(op.chunk));
+  }
   bool operator==(const WorkerProgram&) const = default;
 };
 

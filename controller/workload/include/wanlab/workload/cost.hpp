@@ -42,7 +42,12 @@ std::uint64_t model_parameters(const ModelSpec& model);
 /// micro_batch_size x seq_len x hidden x dtype bytes.
 std::uint64_t activation_bytes(const ModelSpec& model, int micro_batch_size);
 
-/// One entry per stage. Requires a valid split (as parse_scenario checks).
-std::vector<StageCost> stage_costs(const ModelSpec& model, const Parallelism& par, int micro_batch_size);
+/// One entry per stage. Requires a valid split (as parse_scenario checks). `layers`: the
+/// layers of each stage (pp entries summing to model.layers); empty: split_layers.
+std::vector<StageCost> stage_costs(const ModelSpec& model, const Parallelism& par, int micro_batch_size,
+                                   const std::vector<int>& layers = {});
+
+/// The scenario's layers per stage: its layers_per_stage, else split_layers.
+std::vector<int> stage_layers(const Scenario& scenario);
 
 }  // namespace wanlab::workload

@@ -4,7 +4,9 @@
 //
 // Per worker (stage s, replica d, TP rank t), one iteration:
 //   - the pipeline schedule's forwards and backwards of the micro-batches (GPipe: all
-//     forwards, then all backwards; 1F1B: Megatron's non-interleaved schedule);
+//     forwards, then all backwards; 1F1B: Megatron's non-interleaved schedule; interleaved
+//     1F1B: the same per model chunk, chunks wrapping from the last stage to the first;
+//     ZB-H1: backwards split into input- and weight-gradient passes; pipeline_steps);
 //   - before a forward, except on the first stage: recv the activations from (s-1, d, t);
 //     after it, except on the last stage: send them to (s+1, d, t);
 //   - before a backward, except on the last stage: recv the activation gradients from
@@ -37,7 +39,41 @@ constexpr std::uint32_t gradient_tag(int mb) {
 }
 
 /// The order in which one stage runs its micro-batches: (forward or backward, micro-batch).
+/// GPipe and 1F1B only (pipeline_steps covers every schedule).
 std::vector<std::pair<program::OpKind, int>> pipeline_order(Schedule schedule, int pp, int stage, int micro_batches);
+
+/// Tags with model chunks (interleaved schedules): the boundary after chunk `chunk` of a
+/// stage (to the next stage's same chunk, or from the last stage to the first's next
+/// chunk) carries tags 2 (chunk x micro_batches + mb) and that + 1; chunk 0 is as above.
+constexpr std::uint32_t activation_tag(int mb, int chunk, int micro_batches) {
+  return activation_tag(chunk * micro_batches + mb);
+}
+constexpr std::uint32_t gradient_tag(int mb, int chunk, int micro_batches) {
+  return gradient_tag(chunk * micro_batches + mb);
+}
+
+/// One compute step of a stage's schedule.
+struct PipelineStep {
+  program::OpKind kind = program::OpKind::forward;  // forward or backward
+  int microbatch = 0;
+  int chunk = 0;  // interleaved-1f1b: the model chunk; 0 otherwise
+  program::BackwardPart part = program::BackwardPart::full;  // zb-h1: input, then weight
+  bool operator==(const PipelineStep&) const = default;
+};
+
+/// The steps of stage `stage` in order, for every schedule:
+///   gpipe, 1f1b: as pipeline_order;
+///   interleaved-1f1b (`virtual_stages` v >= 2, micro_batches % pp == 0): Megatron-LM's
+///     interleaved schedule; forward k runs chunk (k mod pv) / p of micro-batch
+///     (k / pv) p + k mod p, backward k the same micro-batch's chunk v-1-(that); warm-up
+///     2 (pp - stage - 1) + (v - 1) pp forwards (all of them when micro_batches == pp),
+///     then one forward and one backward alternately, then the remaining backwards;
+///   zb-h1: each backward split into its input-gradient pass (B) and its weight-gradient
+///     pass (W); the order is the greedy list schedule of F, B and W at equal cost with no
+///     communication time: a free stage runs a ready B, else a ready F while fewer than
+///     pp - stage micro-batches wait for their B (1F1B's bound), else the oldest W; and a
+///     W first once more than pp - 1 of them wait.
+std::vector<PipelineStep> pipeline_steps(Schedule schedule, int virtual_stages, int pp, int stage, int micro_batches);
 
 struct Plan {
   Scenario scenario;

@@ -50,8 +50,24 @@ struct Parallelism {
   bool operator==(const Parallelism&) const = default;
 };
 
-enum class Schedule { gpipe, one_f_one_b };
-std::string to_string(Schedule schedule);  // "gpipe", "1f1b"
+/// Pipeline schedules (docs/workloads.md): GPipe; Megatron's non-interleaved 1F1B; its
+/// interleaved 1F1B with `virtual_stages` model chunks per GPU; zero-bubble ZB-H1 (backward
+/// split into an input-gradient and a weight-gradient pass, 1F1B's memory).
+enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b, zb_h1 };
+std::string to_string(Schedule schedule);  // "gpipe", "1f1b", "interleaved-1f1b", "zb-h1"
+
+/// What the memory model (memory.hpp) assumes of a run beyond the model and the split.
+struct MemorySpec {
+  /// Optimizer state per parameter; nullopt: mixed-precision Adam (12 bytes: fp32 master
+  /// weights, momentum, variance), or 8 (momentum, variance) when the model trains in fp32.
+  std::optional<double> optimizer_bytes_per_parameter;
+  bool distributed_optimizer = false;  // the optimizer state sharded over the dp replicas (ZeRO-1)
+  bool recompute = false;              // full activation recomputation: keep only each layer's input
+  /// Megatron-LM's sequence parallelism with TP: the norms' activations split tp ways too.
+  bool sequence_parallel = true;
+  std::uint64_t reserve_bytes = 0;     // per GPU, for the CUDA context and allocator slack
+  bool operator==(const MemorySpec&) const = default;
+};
 
 /// How a DP all-reduce among a stage's replicas runs (Scenario::allreduce).
 ///   ring: one ring over all replicas in replica order, 2(n-1) steps of bytes/n each;
@@ -130,6 +146,11 @@ struct Scenario {
   double mfu = 0.4;  // model FLOP utilization: effective / peak FLOP/s
   Parallelism parallelism;
   Schedule schedule = Schedule::one_f_one_b;
+  int virtual_stages = 1;  // model chunks per GPU: > 1 only with interleaved-1f1b
+  /// Layers of each stage (pp entries, summing to the model's layers); empty: as even as
+  /// possible, earlier stages taking the extra layers (split_layers).
+  std::vector<int> layers_per_stage;
+  MemorySpec memory;
   int micro_batch_size = 1;
   int micro_batches = 1;
   int iterations = 1;

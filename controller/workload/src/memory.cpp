@@ -1,0 +1,196 @@
+// The memory model of memory.hpp: per stage and GPU, what a plan stores against what the
+// GPU kind has.
+#include "wanlab/workload/memory.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "wanlab/core/diagnostics.hpp"
+#include "wanlab/workload/cost.hpp"
+#include "wanlab/workload/plan.hpp"
+
+namespace wanlab::workload {
+namespace {
+
+using program::BackwardPart;
+using program::OpKind;
+
+double gib(std::uint64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(kGiB); }
+
+// Layer activations the stage holds, in units of 1/(2 v) of its layers, at the schedule's
+// peak: a forward adds 2 units for its chunk, a full backward frees them, a zero-bubble
+// input pass frees one (the weight pass keeps the GEMM inputs, about half) and the weight
+// pass the other. Returns the peak units and the peak count of forwards held.
+struct Peak {
+  std::uint64_t layer_units = 0;  // sum over held (mb, chunk) of 2 x chunk layers (halved after B)
+  std::uint64_t head_units = 0;   // held micro-batches of the last chunk of the last stage, x 2
+  int in_flight = 0;
+};
+
+Peak schedule_peak(const Scenario& s, int stage, const std::vector<int>& chunk_layers, bool has_head) {
+  const auto& par = s.parallelism;
+  const int v = s.virtual_stages;
+  Peak peak;
+  std::int64_t units = 0, head = 0;
+  int held = 0;
+  for (const auto& st : pipeline_steps(s.schedule, v, par.pp, stage, s.micro_batches)) {
+    const auto layers = static_cast<std::int64_t>(chunk_layers.at(static_cast<std::size_t>(st.chunk)));
+    const bool head_chunk = has_head && st.chunk == v - 1;
+    std::int64_t delta = 0, hdelta = 0;
+    if (st.kind == OpKind::forward) {
+      delta = 2 * layers;
+      hdelta = head_chunk ? 2 : 0;
+      ++held;
+    } else {
+      delta = st.part == BackwardPart::full ? -2 * layers : -layers;
+      hdelta = head_chunk ? (st.part == BackwardPart::full ? -2 : -1) : 0;
+      if (st.part != BackwardPart::input) --held;
+    }
+    units += delta;
+    head += hdelta;
+    // Peaks are taken after forwards: the most the stage holds at once.
+    if (st.kind == OpKind::forward) {
+      peak.layer_units = std::max(peak.layer_units, static_cast<std::uint64_t>(units));
+      peak.head_units = std::max(peak.head_units, static_cast<std::uint64_t>(head));
+      peak.in_flight = std::max(peak.in_flight, held);
+    }
+  }
+  return peak;
+}
+
+}  // namespace
+
+std::uint64_t gpu_memory_bytes(std::string_view kind) {
+  // Data-sheet HBM capacities (SXM parts): A100 80GB, H100 80GB, H200 141GB.
+  if (kind == "A100") return 80 * kGiB;
+  if (kind == "H100") return 80 * kGiB;
+  if (kind == "H200") return 141 * kGiB;
+  throw std::invalid_argument(fmt::format("no memory figure for GPU kind \"{}\"", kind));
+}
+
+double optimizer_bytes_per_parameter(const Scenario& s) {
+  if (s.memory.optimizer_bytes_per_parameter) return *s.memory.optimizer_bytes_per_parameter;
+  return s.model.dtype == Dtype::fp32 ? 8 : 12;
+}
+
+std::uint64_t layer_activation_bytes(const ModelSpec& m, int micro_batch_size, int tp, bool sequence_parallel) {
+  const auto b = static_cast<std::uint64_t>(dtype_bytes(m.dtype));
+  const auto T = static_cast<std::uint64_t>(micro_batch_size) * static_cast<std::uint64_t>(m.seq_len);
+  const auto h = static_cast<std::uint64_t>(m.hidden);
+  const auto d = h / static_cast<std::uint64_t>(m.heads);
+  const auto f = static_cast<std::uint64_t>(m.ffn_hidden);
+  const auto t = static_cast<std::uint64_t>(tp);
+  const std::uint64_t replicated = 4 * b * T * h / (sequence_parallel ? t : 1);
+  const std::uint64_t attention = b * T * (2 * h + 2 * static_cast<std::uint64_t>(m.kv_heads) * d) / t;
+  const std::uint64_t mlp = b * T * (m.gated_mlp ? 3 * f : 2 * f) / t;
+  const std::uint64_t softmax = 4 * T * static_cast<std::uint64_t>(m.heads) / t;
+  return replicated + attention + mlp + softmax;
+}
+
+std::vector<StageMemory> stage_memory(const Scenario& s) {
+  const auto& m = s.model;
+  const auto& par = s.parallelism;
+  const auto costs = stage_costs(m, par, s.micro_batch_size, stage_layers(s));
+  const auto b = static_cast<std::uint64_t>(dtype_bytes(m.dtype));
+  const auto T = static_cast<std::uint64_t>(s.micro_batch_size) * static_cast<std::uint64_t>(m.seq_len);
+  const auto h = static_cast<std::uint64_t>(m.hidden);
+  const bool sp = s.memory.sequence_parallel;
+  const auto tp = static_cast<std::uint64_t>(par.tp);
+  const std::uint64_t per_layer = layer_activation_bytes(m, s.micro_batch_size, par.tp, sp);
+  const std::uint64_t head_bytes =
+      2 * b * T * h / (sp ? tp : 1) + 4 * T * static_cast<std::uint64_t>(m.vocab) / tp;
+  const double opt = optimizer_bytes_per_parameter(s) / (s.memory.distributed_optimizer ? par.dp : 1);
+  std::vector<StageMemory> out;
+  for (const auto& c : costs) {
+    StageMemory sm;
+    sm.stage = c.stage;
+    sm.weights = c.parameters_per_gpu * b;
+    sm.gradients = c.parameters_per_gpu * b;
+    sm.optimizer = static_cast<std::uint64_t>(static_cast<double>(c.parameters_per_gpu) * opt);
+    sm.reserve = s.memory.reserve_bytes;
+    const auto chunk_layers = s.virtual_stages > 1 ? split_layers(c.layers, s.virtual_stages) : std::vector<int>{c.layers};
+    const Peak peak = schedule_peak(s, c.stage, chunk_layers, c.lm_head);
+    sm.peak_in_flight = peak.in_flight;
+    if (s.memory.recompute || s.recompute) {  // the scenario's "recompute" (varuna) keeps inputs only too
+      // Each held (micro-batch, layer) keeps its input; one layer (and the logits) is rebuilt at a time.
+      const std::uint64_t input = b * T * h / (sp ? tp : 1);
+      sm.activations = peak.layer_units * input / 2 + per_layer + (c.lm_head ? head_bytes : 0);
+    } else {
+      sm.activations = peak.layer_units * per_layer / 2 + peak.head_units * head_bytes / 2;
+    }
+    out.push_back(sm);
+  }
+  return out;
+}
+
+std::vector<StageFit> memory_fit(const Scenario& s, const core::Topology& topo,
+                                 const std::vector<std::vector<std::size_t>>& stage_dcs) {
+  const auto need = stage_memory(s);
+  std::vector<StageFit> out;
+  for (const auto& sm : need) {
+    StageFit f;
+    f.memory = sm;
+    f.available = std::numeric_limits<std::uint64_t>::max();
+    const auto st = static_cast<std::size_t>(sm.stage);
+    if (st < stage_dcs.size())
+      for (std::size_t dc : stage_dcs[st]) {
+        const auto& kind = topo.dcs.at(dc).gpu;
+        const std::uint64_t bytes = gpu_memory_bytes(kind);
+        if (bytes < f.available) {
+          f.available = bytes;
+          f.gpu = kind;
+          f.dc = topo.dcs.at(dc).name;
+        }
+      }
+    if (f.gpu.empty()) f.available = 0;
+    out.push_back(f);
+  }
+  return out;
+}
+
+std::vector<StageFit> memory_fit(const Scenario& s, std::string_view kind) {
+  const auto need = stage_memory(s);
+  std::vector<StageFit> out;
+  for (const auto& sm : need) {
+    StageFit f;
+    f.memory = sm;
+    f.gpu = std::string(kind);
+    f.available = gpu_memory_bytes(kind);
+    out.push_back(f);
+  }
+  return out;
+}
+
+bool fits(const std::vector<StageFit>& fit) {
+  return std::all_of(fit.begin(), fit.end(), [](const StageFit& f) { return f.fits(); });
+}
+
+std::string describe(const StageFit& f) {
+  const auto& m = f.memory;
+  std::string reserve = m.reserve > 0 ? fmt::format(" + reserve {:.1f}", gib(m.reserve)) : "";
+  return fmt::format(
+      "stage {} needs {:.1f} GiB per GPU (weights {:.1f} + gradients {:.1f} + optimizer {:.1f} + activations {:.1f}{} "
+      "GiB, {} micro-batch{} in flight) of the {:.1f} GiB of an {}{}",
+      m.stage, gib(m.needed()), gib(m.weights), gib(m.gradients), gib(m.optimizer), gib(m.activations), reserve,
+      m.peak_in_flight, m.peak_in_flight == 1 ? "" : "es", gib(f.available), f.gpu,
+      f.dc.empty() ? "" : fmt::format(" in DC {}", f.dc));
+}
+
+void check_memory(const Scenario& s, const std::vector<StageFit>& fit) {
+  if (fits(fit)) return;
+  std::string lines;
+  for (const auto& f : fit)
+    if (!f.fits()) lines += fmt::format("\n  {}", describe(f));
+  core::Diagnostics d(s.source_file);
+  d.add("/parallelism",
+        fmt::format("pp {} x dp {} x tp {} does not fit in GPU memory:{}\n  more stages (pp) or tensor parallelism (tp), "
+                    "fewer micro-batches in flight (1f1b rather than gpipe), \"memory\": {{\"recompute\": true}} or "
+                    "{{\"distributed_optimizer\": true}} would lower it (docs/workloads.md)",
+                    s.parallelism.pp, s.parallelism.dp, s.parallelism.tp, lines));
+  d.throw_if_any();
+}
+
+}  // namespace wanlab::workload
