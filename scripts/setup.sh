@@ -19,23 +19,47 @@ packages=(
   mininet bridge-utils
 )
 
+# Optional: tiers that need them skip, saying so, where they cannot be installed.
+optional=(
+  # /metrics checked with promtool; compose --monitoring's Prometheus image (docs/metrics.md)
+  prometheus
+  # the dashboard: its JS built with npm, its test in headless Chromium
+  npm chromium
+)
+optional_missing=()
+for p in "${optional[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || optional_missing+=("$p")
+done
+install_optional() {
+  ((${#optional_missing[@]} == 0)) && return 0
+  echo "setup: installing optional ${optional_missing[*]}"
+  $sudo apt-get install -y -qq --no-install-recommends "${optional_missing[@]}" >/dev/null ||
+    echo "setup: warning: could not install ${optional_missing[*]}; the tests that need them are SKIPPED"
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-
-if ((${#missing[@]} == 0)); then
-  echo "setup: all ${#packages[@]} packages already installed"
-  exit 0
-fi
 
 if [[ $(id -u) -ne 0 ]]; then
   sudo=sudo
 else
   sudo=
 fi
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages already installed"
+  if ((${#optional_missing[@]} > 0)); then
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq || true
+    install_optional
+  fi
+  exit 0
+fi
+
 echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_optional
 echo "setup: done"
