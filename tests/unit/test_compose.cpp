@@ -60,6 +60,7 @@ TEST_CASE("compose --monitoring: Prometheus scrapes the controller's /metrics, t
   CHECK_THAT(y, Contains("  monitoring:\n    name: \"t-monitoring\"\n    driver: bridge\n    labels"));
   // Without the option nothing of it.
   o.monitoring = false;
+  o.command = "wanlab compose topologies/t.json";
   const auto plain = compose::compose_file(two_dc(), o);
   CHECK_THAT(plain, !Contains("prometheus") && !Contains("--metrics") && !Contains("monitoring"));
 }

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -211,6 +212,22 @@ void Server::close() {
   std::filesystem::remove(impl_->path, fec);
 }
 
+std::pair<std::string, std::uint16_t> parse_host_port(const std::string& text) {
+  const auto colon = text.rfind(':');
+  auto bad = [&](const std::string& why) {
+    return std::invalid_argument(fmt::format("'{}': {} (expected HOST:PORT, e.g. 127.0.0.1:9464)", printable(text, 80), why));
+  };
+  if (colon == std::string::npos || colon == 0) throw bad("no HOST:PORT");
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const auto port_text = text.substr(colon + 1);
+  unsigned port = 0;
+  const auto r = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || r.ec != std::errc{} || r.ptr != port_text.data() + port_text.size() || port > 65535)
+    throw bad(fmt::format("port '{}' is not a number from 0 to 65535", printable(port_text, 20)));
+  return {host, static_cast<std::uint16_t>(port)};
+}
+
 bool is_loopback_host(const std::string& host) {
   if (host == "localhost") return true;
   beast::error_code ec;
@@ -224,7 +241,11 @@ struct TcpServer::Impl : Acceptor<Tcp> {
 
 TcpServer::TcpServer(net::io_context& ioc, const std::string& host_port, Controller& controller, std::string token,
                      std::vector<std::string> paths, std::chrono::milliseconds io_timeout) {
-  const auto a = protocol::parse_address("tcp:" + host_port);
+  const auto [host, port] = parse_host_port(host_port);
+  struct {
+    std::string host;
+    std::uint16_t port;
+  } a{host, port};
   if (!is_loopback_host(a.host) && token.empty())
     throw std::invalid_argument(fmt::format("{}: not a loopback address: serving metrics there needs a token "
                                             "(--token or $WANLAB_TOKEN)",
@@ -255,7 +276,11 @@ std::uint16_t TcpServer::port() const {
 
 HttpReply http_get(const std::string& host_port, const std::string& target, const std::string& token,
                    std::chrono::milliseconds timeout) {
-  const auto a = protocol::parse_address("tcp:" + host_port);
+  const auto [host, port] = parse_host_port(host_port);
+  struct {
+    std::string host;
+    std::uint16_t port;
+  } a{host, port};
   net::io_context ioc;
   beast::basic_stream<Tcp> stream(ioc);
   http::request<http::string_body> req{http::verb::get, target, 11};

@@ -11,7 +11,6 @@
 #include "simulate_command.hpp"
 #include "suggest.hpp"
 #include "wanlab/api/server.hpp"
-#include "wanlab/common/channel_address.hpp"
 #include "wanlab/common/version.hpp"
 #include "wanlab/common/secrets.hpp"
 
@@ -413,8 +412,8 @@ int main(int argc, char** argv) {
       }
       if (up.metrics) {
         try {
-          const auto a = wanlab::protocol::parse_address("tcp:" + *up.metrics);
-          if (!wanlab::api::is_loopback_host(a.host) && up.token.empty()) {
+          const auto host = wanlab::api::parse_host_port(*up.metrics).first;
+          if (!wanlab::api::is_loopback_host(host) && up.token.empty()) {
             fmt::print(stderr, "wanlab: up: --metrics {}: not a loopback address, so it needs --token (or "
                                "$WANLAB_TOKEN): scrapers must authenticate\n",
                        *up.metrics);

@@ -270,7 +270,11 @@ struct Dashboard::Impl : std::enable_shared_from_this<Dashboard::Impl> {
 };
 
 Dashboard::Dashboard(net::io_context& ioc, DashboardOptions options) {
-  const auto a = protocol::parse_address("tcp:" + options.listen);
+  const auto [host, port] = api::parse_host_port(options.listen);
+  struct {
+    std::string host;
+    std::uint16_t port;
+  } a{host, port};
   if (!api::is_loopback_host(a.host) && options.token.empty())
     throw std::invalid_argument(fmt::format("--listen {}: not a loopback address: the dashboard there needs a token "
                                             "(--token or $WANLAB_TOKEN)",

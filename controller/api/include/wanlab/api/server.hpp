@@ -30,6 +30,10 @@ class Server {
   std::shared_ptr<Impl> impl_;
 };
 
+/// HOST:PORT or [IPV6]:PORT, port 0-65535 (0: any free port). Throws std::invalid_argument
+/// saying what is wrong.
+std::pair<std::string, std::uint16_t> parse_host_port(const std::string& text);
+
 /// Whether HOST names this machine's loopback ("localhost", 127.0.0.0/8, ::1).
 bool is_loopback_host(const std::string& host);
 
