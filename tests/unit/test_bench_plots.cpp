@@ -97,7 +97,8 @@ TEST_CASE("gnuplot strings: a malicious title runs nothing in the real gnuplot",
 
 namespace {
 // Runs the wanlab binary with `args` (no shell), its output to `log`; the exit status.
-int run_wanlab(const std::vector<std::string>& args, const fs::path& log) {
+// In `cwd` when given (else this process's folder).
+int run_wanlab(const std::vector<std::string>& args, const fs::path& log, const fs::path& cwd = {}) {
   std::vector<char*> argv;
   std::string binary = WANLAB_BINARY;
   argv.push_back(binary.data());
@@ -107,6 +108,7 @@ int run_wanlab(const std::vector<std::string>& args, const fs::path& log) {
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
@@ -182,8 +184,9 @@ TEST_CASE("bench --plots-only: a container's bench folder draws on the host; lin
     fs::remove(run / "topology.json");
   }
   fs::remove_all(bench / "plots");
-  // Before runs kept their lab's topology: not found, and the message says where it looked.
-  CHECK(run_wanlab({"bench", "--plots-only", bench.string()}, dir / "plots.log") != 0);
+  // Before runs kept their lab's topology: not found, and the message says where it looked
+  // (run in `dir`, which has no topologies/ folder to fall back on).
+  CHECK(run_wanlab({"bench", "--plots-only", bench.string()}, dir / "plots.log", dir) != 0);
   const auto log = [&] {
     std::ifstream f(dir / "plots.log");
     return std::string(std::istreambuf_iterator<char>(f), {});
@@ -194,7 +197,7 @@ TEST_CASE("bench --plots-only: a container's bench folder draws on the host; lin
   for (const auto& run : runs)
     fs::copy_file(std::string(WANLAB_SOURCE_DIR) + "/topologies/three-dc.json", run / "topology.json");
   INFO(log());
-  REQUIRE(run_wanlab({"bench", "--plots-only", bench.string()}, dir / "plots.log") == 0);
+  REQUIRE(run_wanlab({"bench", "--plots-only", bench.string()}, dir / "plots.log", dir) == 0);
   INFO(log());
   const auto plots = bench / "plots";
   REQUIRE(fs::exists(plots / "links.gp"));
