@@ -25,12 +25,13 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_F
  && cmake --build build -j"$JOBS" --target wanlab wanlab-agent \
  && strip build/controller/wanlab build/agents/wanlab-agent
 
-# Run stage: the runtime libraries, and the tools the lab's checks use inside containers.
+# Run stage: the runtime libraries, the tools the lab's checks use inside containers, and
+# gnuplot, with which `wanlab bench` and `wanlab run` draw their plots (docs/metrics.md).
 FROM debian:bookworm
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libnl-3-200 libnl-route-3-200 libspdlog1.10 libfmt9 \
-      iproute2 iputils-ping iperf3 \
+      iproute2 iputils-ping iperf3 gnuplot-nox \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/controller/wanlab /src/build/agents/wanlab-agent /usr/local/bin/
 WORKDIR /wanlab

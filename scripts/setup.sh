@@ -25,6 +25,10 @@ packages=(
 optional=(
   # the pytorch tier (a real framework through `wanlab launch`; tests/pytorch/run.sh)
   python3-torch
+  # /metrics checked with promtool; compose --monitoring's Prometheus image (docs/metrics.md)
+  prometheus
+  # the dashboard's test in headless Chromium
+  chromium
 )
 
 missing=()

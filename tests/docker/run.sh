@@ -22,6 +22,10 @@
 #   - iperf3 goodput use -> usw within 5 % of 1448/1514 of the link rate, the rate set to
 #     100 Mbit/s first with `wanlab link set` (the topology's 4.35 Gbit/s is beyond what a
 #     userspace engine carries on a small machine), then restored;
+# with monitoring (`--monitoring`: docs/metrics.md): the real Prometheus (Debian's package,
+# docker/prometheus/Dockerfile) scrapes the controller's /metrics every second, and its
+# wanlab_link_bytes_total of the link grows by at least iperf3's bytes while iperf3 runs;
+# the dashboard container answers /api/tick with the lab's links;
 # runs the smoke scenario (`wanlab run` in the controller container) and checks its summary
 # (iterations measured, WAN bytes within 2 % of the scenario's on every link that has any);
 # `docker-compose down`, and checks that no container or network of the lab is left.
@@ -114,6 +118,7 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v docker-compose >/dev/null || missing+=(docker-compose)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v jq >/dev/null || missing+=(jq)
+command -v curl >/dev/null || missing+=(curl)
 if ((${#missing[@]})); then
   command -v apt-get >/dev/null || skip "missing ${missing[*]}, and there is no apt-get here to install them"
   echo "docker: installing ${missing[*]} (apt-get)"
@@ -220,8 +225,14 @@ if ! DOCKER_BUILDKIT=0 "${docker[@]}" build --network host --build-arg JOBS="$jo
   fail "docker build failed (log: $work/build.log)"
 fi
 step_done "built $image ($("${docker[@]}" image inspect -f '{{.Size}}' "$image" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"
+if ! DOCKER_BUILDKIT=0 "${docker[@]}" build --network host -t wanlab-prometheus:latest "$repo/docker/prometheus" \
+    >"$work/build-prometheus.log" 2>&1; then
+  tail -30 "$work/build-prometheus.log"
+  fail "docker build of docker/prometheus failed (log: $work/build-prometheus.log)"
+fi
+step_done "built wanlab-prometheus:latest (Debian's prometheus)"
 
-(cd "$repo" && "$wanlab_bin" compose "$topology" --scenario "$scenario" --no-bench --results "$results") \
+(cd "$repo" && "$wanlab_bin" compose "$topology" --scenario "$scenario" --no-bench --results "$results" --monitoring) \
   >"$compose_file" || fail "wanlab compose failed"
 [[ -z $(lab_leftovers) ]] || fail "containers or networks of lab $lab exist already (docker ps -a / docker network ls --filter label=org.wanlab.lab=$lab): take that lab down first"
 "${sudo[@]}" rm -rf "$results"
@@ -309,6 +320,42 @@ check_iperf3() {
 on_quiet_host "iperf3 goodput against the link rate" check_iperf3
 "${docker[@]}" exec "$lab-controller" wanlab link set "$src" "$dst" --rate "$configured_rate" >/dev/null
 step_done "iperf3 goodput against the link rate: $judged"
+
+# ---- monitoring: the real Prometheus scrapes the controller ----
+
+token=${WANLAB_TOKEN:-wanlab-$lab}
+container_ip() { "${docker[@]}" inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$1" | awk '{ print $1 }'; }
+prometheus_at=127.0.0.1:9090
+curl -sf "http://$prometheus_at/-/ready" >/dev/null 2>&1 || prometheus_at=$(container_ip "$lab-prometheus"):9090
+# Prometheus' last scrape of the link's byte counter (empty until it has one).
+link_bytes() {
+  curl -sf --get "http://$prometheus_at/api/v1/query" \
+    --data-urlencode "query=wanlab_link_bytes_total{src=\"$src\",dst=\"$dst\"}" |
+    jq -r '.data.result[0].value[1] // empty'
+}
+before=
+for _ in $(seq 1 60); do
+  before=$(link_bytes || true)
+  [[ -n $before ]] && break
+  sleep 0.5
+done
+[[ -n $before ]] || fail "Prometheus at $prometheus_at has no wanlab_link_bytes_total{src=\"$src\",dst=\"$dst\"} after 30 s (its targets: $(curl -s "http://$prometheus_at/api/v1/targets" | jq -c '[.data.activeTargets[] | {health, lastError}]'))"
+"${docker[@]}" exec -d "$lab-$dst-0" iperf3 -s -1 -p 5202
+sleep 0.5
+"${docker[@]}" exec "$lab-$src-0" iperf3 -c "$(ip_of "$dst-0")" -p 5202 -t 4 -J >"$work/iperf3-prom.json" ||
+  { cat "$work/iperf3-prom.json"; fail "iperf3 $src-0 -> $dst-0 (monitoring) failed"; }
+sleep 2.5  # two more scrapes
+after=$(link_bytes)
+sent=$(jq '.end.sum_sent.bytes' "$work/iperf3-prom.json")
+grew=$(awk -v a="$after" -v b="$before" 'BEGIN { printf "%.0f", a - b }')
+measured "Prometheus: wanlab_link_bytes_total{src=$src,dst=$dst} grew by $grew bytes while iperf3 sent $sent"
+awk -v g="$grew" -v s="$sent" 'BEGIN { exit !(g >= s && s > 0) }' ||
+  fail "the link's byte counter in Prometheus grew by $grew bytes, less than iperf3's $sent"
+dashboard_at=127.0.0.1:8080
+curl -sf "http://$dashboard_at/api/tick?token=$token" >/dev/null 2>&1 || dashboard_at=$(container_ip "$lab-dashboard"):8080
+links=$(curl -sf "http://$dashboard_at/api/tick?token=$token" | jq '.links | length')
+((links > 0)) || fail "the dashboard at $dashboard_at has no links in /api/tick"
+step_done "Prometheus scrapes the controller (link byte counter grows under iperf3); the dashboard shows $links links"
 
 # ---- a short scenario ----
 

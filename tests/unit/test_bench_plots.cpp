@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -96,7 +97,8 @@ TEST_CASE("gnuplot strings: a malicious title runs nothing in the real gnuplot",
 
 namespace {
 // Runs the wanlab binary with `args` (no shell), its output to `log`; the exit status.
-int run_wanlab(const std::vector<std::string>& args, const fs::path& log) {
+// In `cwd` when given (else this process's folder).
+int run_wanlab(const std::vector<std::string>& args, const fs::path& log, const fs::path& cwd = {}) {
   std::vector<char*> argv;
   std::string binary = WANLAB_BINARY;
   argv.push_back(binary.data());
@@ -106,6 +108,7 @@ int run_wanlab(const std::vector<std::string>& args, const fs::path& log) {
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
@@ -151,5 +154,70 @@ TEST_CASE("bench --plots-only: a hostile bench folder runs nothing and is still 
   // The data files stay in plots/, named from the variant's name made safe.
   CHECK(fs::exists(bench / "plots" / ("timeline-" + gnuplot_file_part(name) + ".dat")));
   if (::access("/usr/bin/gnuplot", X_OK) == 0) CHECK(fs::exists(bench / "plots" / "timelines.svg"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("bench --plots-only: a container's bench folder draws on the host; links.svg shades windows",
+          "[unit][bench][metrics]") {
+  if (!fs::exists(WANLAB_BINARY)) {
+    WARN("no wanlab binary at " WANLAB_BINARY " (build the wanlab target): not run");
+    return;
+  }
+  std::string tmpl = (fs::temp_directory_path() / "wanlab-plots-XXXXXX").string();
+  REQUIRE(::mkdtemp(tmpl.data()));
+  const fs::path dir = tmpl;
+  const auto bench = dir / "bench";
+  REQUIRE(run_wanlab({"bench", std::string(WANLAB_SOURCE_DIR) + "/bench/scenarios/three-dc-smoke.json", "--mode",
+                      "simulate", "--policies", "fair,atlas", "--connections", "1", "--no-placement-baseline",
+                      "--quiet", "--out", bench.string()},
+                     dir / "simulate.log") == 0);
+  // As written inside a container: every scenario names the container's topology path.
+  const nlohmann::json b = nlohmann::json::parse(std::ifstream(bench / "bench.json"));
+  REQUIRE(b["variants"].size() == 2);
+  std::vector<fs::path> runs;
+  for (const auto& v : b["variants"]) {
+    const auto run = bench / v["folder"].get<std::string>();
+    runs.push_back(run);
+    auto s = nlohmann::json::parse(std::ifstream(run / "scenario.json"));
+    s["topology"] = "/wanlab/topologies/three-dc.json";
+    std::ofstream(run / "scenario.json") << s.dump(2);
+    fs::remove(run / "topology.json");
+  }
+  fs::remove_all(bench / "plots");
+  // Before runs kept their lab's topology: not found, and the message says where it looked
+  // (run in `dir`, which has no topologies/ folder to fall back on).
+  CHECK(run_wanlab({"bench", "--plots-only", bench.string()}, dir / "plots.log", dir) != 0);
+  const auto log = [&] {
+    std::ifstream f(dir / "plots.log");
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  CHECK_THAT(log(), Catch::Contains("topology file not found: /wanlab/topologies/three-dc.json") &&
+                        Catch::Contains("topology.json"));
+  // With the run folders' topology.json (what runs write now) the host draws them.
+  for (const auto& run : runs)
+    fs::copy_file(std::string(WANLAB_SOURCE_DIR) + "/topologies/three-dc.json", run / "topology.json");
+  INFO(log());
+  REQUIRE(run_wanlab({"bench", "--plots-only", bench.string()}, dir / "plots.log", dir) == 0);
+  INFO(log());
+  const auto plots = bench / "plots";
+  REQUIRE(fs::exists(plots / "links.gp"));
+  std::ifstream gp_file(plots / "links.gp");
+  const std::string gp(std::istreambuf_iterator<char>(gp_file), {});
+  // Every shade in the key: throughput, queue, and (atlas has windows) the windows.
+  CHECK_THAT(gp, Catch::Contains("throughput sent (Mbit/s, left axis)"));
+  CHECK_THAT(gp, Catch::Contains("queue (packets, right axis)"));
+  CHECK_THAT(gp, Catch::Contains("shaded: an arbiter window open on the link"));
+  CHECK_THAT(gp, Catch::Contains("every panel on one time axis"));
+  // windows.svg's title explains its overlap shading; timelines share one time axis.
+  std::ifstream wgp_file(plots / "windows.gp");
+  const std::string wgp(std::istreambuf_iterator<char>(wgp_file), {});
+  CHECK_THAT(wgp, Catch::Contains("a darker shade is two or more bars"));
+  std::ifstream tgp_file(plots / "timelines.gp");
+  const std::string tgp(std::istreambuf_iterator<char>(tgp_file), {});
+  CHECK_THAT(tgp, Catch::Contains("every panel on one time axis"));
+  if (::access("/usr/bin/gnuplot", X_OK) == 0) {
+    CHECK(fs::exists(plots / "links.svg"));
+    CHECK(fs::exists(plots / "timelines.svg"));
+  }
   fs::remove_all(dir);
 }

@@ -40,6 +40,31 @@ TEST_CASE("the compose file of a lab matches its golden file", "[unit][compose]"
   }
 }
 
+TEST_CASE("compose --monitoring: Prometheus scrapes the controller's /metrics, the dashboard is published",
+          "[unit][compose][metrics]") {
+  compose::ComposeOptions o;
+  o.topology = "topologies/t.json";
+  o.command = "wanlab compose --monitoring topologies/t.json";
+  o.monitoring = true;
+  const auto y = compose::compose_file(two_dc(), o);
+  test::check_golden("compose-two-dc-monitoring.yml", y);
+  CHECK_THAT(y, Contains(R"("--metrics", "0.0.0.0:9464")"));
+  CHECK_THAT(y, Contains("  prometheus:\n    build: {context: docker/prometheus, network: host}"));
+  CHECK_THAT(y, Contains(R"(ports: ["127.0.0.1:9090:9090"])"));
+  CHECK_THAT(y, Contains(R"(ports: ["127.0.0.1:8080:8080"])"));
+  CHECK_THAT(y, Contains("controller:9464"));
+  CHECK_THAT(y, Contains("scrape_interval: 1s"));
+  CHECK_THAT(y, Contains("credentials:"));
+  CHECK_THAT(y, Contains("\"wanlab-run:/run/wanlab\""));
+  // The DC networks stay internal; only the monitoring one is not.
+  CHECK_THAT(y, Contains("  monitoring:\n    name: \"t-monitoring\"\n    driver: bridge\n    labels"));
+  // Without the option nothing of it.
+  o.monitoring = false;
+  o.command = "wanlab compose topologies/t.json";
+  const auto plain = compose::compose_file(two_dc(), o);
+  CHECK_THAT(plain, !Contains("prometheus") && !Contains("--metrics") && !Contains("monitoring"));
+}
+
 TEST_CASE("the shipped docker-compose.yml is `wanlab compose` of the default lab", "[unit][compose]") {
   const auto topo = core::load_topology(kSource + "/topologies/three-dc.json");
   compose::ComposeOptions o;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "wanlab/api/metrics.hpp"
 #include "wanlab/common/printable.hpp"
 
 namespace wanlab::api {
@@ -86,6 +87,11 @@ nlohmann::json Controller::run_status(const std::string&) {
 nlohmann::json Controller::abort_run(const std::string&) {
   throw ApiError(501, "not_implemented", "this controller does not run scenarios");
 }
+
+nlohmann::json Controller::windows(double) {
+  throw ApiError(501, "not_implemented", "this controller does not run scenarios");
+}
+std::string Controller::metrics() { throw ApiError(501, "not_implemented", "this controller has no metrics"); }
 
 RunRequest parse_run_request(const std::string& body) {
   const auto j = parse_body(body);
@@ -205,6 +211,13 @@ Response handle(const Request& request, Controller& controller) {
                    fmt::format("path {}: not valid UTF-8 (no DC or run name has such bytes)", printable(request.target, 200)),
                    "path");
     const auto parts = split_path(request.target);
+    if (parts.size() == 1 && parts[0] == "metrics") {
+      if (request.method != "GET") return error(405, "method_not_allowed", "use GET for /metrics");
+      Response r;
+      r.content_type = kMetricsContentType;
+      r.text = controller.metrics();
+      return r;
+    }
     if (parts.empty() || parts[0] != "v1")
       return error(404, "not_found",
                    fmt::format("unknown path {} (this controller speaks /v1)", printable(request.target, 200)));
@@ -236,6 +249,10 @@ Response handle(const Request& request, Controller& controller) {
       if (parts.size() == 2) return error(405, "method_not_allowed", "use GET or POST for /v1/runs");
       if (parts.size() == 3) return error(405, "method_not_allowed", "use GET or DELETE for /v1/runs/{id}");
       return error(404, "not_found", fmt::format("unknown path {}", printable(request.target, 200)));
+    }
+    if (parts.size() == 2 && parts[1] == "windows") {
+      if (request.method != "GET") return error(405, "method_not_allowed", "use GET for /v1/windows");
+      return {200, controller.windows(60.0)};
     }
     if (parts.size() == 2 && parts[1] == "shutdown") {
       if (request.method != "POST") return error(405, "method_not_allowed", "use POST for /v1/shutdown");

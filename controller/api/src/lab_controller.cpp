@@ -288,6 +288,56 @@ std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> LabCont
   return out;
 }
 
+void LabController::write_metrics(MetricsText& out) {
+  {
+    std::lock_guard lock(mutex_);
+    if (torn_down_ || !shaper_) return;
+    std::vector<shaping::LinkCounters> counters;
+    counters.reserve(topo_.links.size());
+    for (const auto& l : topo_.links) counters.push_back(shaper_->counters(topo_, l));
+    write_link_metrics(out, topo_, counters, shaper_->backend(), rate_scale_);
+    write_engine_metrics(out, shaper_->stats());
+  }
+  std::vector<nlohmann::json> list;
+  {
+    std::lock_guard rl(replays_mutex_);
+    for (const auto& [k, r] : replays_) list.push_back(replay_json(k, r));
+  }
+  if (list.empty()) return;
+  auto each = [&](const char* name, const char* type, const char* help, auto value) {
+    out.family(name, type, help);
+    for (const auto& j : list)
+      out.sample({{"src", j.value("src", "")}, {"dst", j.value("dst", "")}}, value(j));
+  };
+  each("wanlab_replay_running", "gauge", "1 while the link's trace replay runs, 0 once it has ended or failed.",
+       [](const nlohmann::json& j) { return j.value("state", "") == "running" ? 1.0 : 0.0; });
+  each("wanlab_replay_position_seconds", "gauge", "Where the replay is in its trace (within the loop for loop traces).",
+       [](const nlohmann::json& j) { return j.value("position_ms", 0.0) / 1e3; });
+  each("wanlab_replay_step", "gauge", "The trace step last applied (1-based; 0 before the first).",
+       [](const nlohmann::json& j) { return j.value("step", 0.0); });
+  each("wanlab_replay_loops_total", "counter", "Times a loop trace has started over.",
+       [](const nlohmann::json& j) { return j.value("loops", 0.0); });
+  each("wanlab_replay_steps_applied_total", "counter", "Steps applied to the link.",
+       [](const nlohmann::json& j) { return j.value("applied", 0.0); });
+  each("wanlab_replay_steps_skipped_total", "counter", "Steps merged into a later one because the replay was late.",
+       [](const nlohmann::json& j) { return j.value("skipped", 0.0); });
+  out.family("wanlab_replay_step_lateness_seconds", "summary",
+             "How late the replay applied its steps against the trace's times (quantiles over the replay so far).");
+  for (const auto& j : list) {
+    const auto& l = j.at("lateness_ms");
+    for (const auto& [q, key] : {std::pair{"0.5", "p50"}, std::pair{"0.99", "p99"}, std::pair{"1", "max"}})
+      out.sample({{"src", j.value("src", "")}, {"dst", j.value("dst", "")}, {"quantile", q}}, l.value(key, 0.0) / 1e3);
+    const MetricLabels link{{"src", j.value("src", "")}, {"dst", j.value("dst", "")}};
+    out.sample(link, j.value("applied", 0.0), "_count");
+  }
+}
+
+std::string LabController::metrics() {
+  MetricsText out;
+  write_metrics(out);
+  return out.take();
+}
+
 std::vector<std::pair<std::string, std::uint64_t>> LabController::backend_counters() {
   std::lock_guard lock(mutex_);
   if (torn_down_ || !shaper_) return {};

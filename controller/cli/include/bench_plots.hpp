@@ -12,8 +12,13 @@
 //                        kind, revoked ones grey) where the run has them, else the send spans
 //                        that cross the WAN (timeline.json) and the all-reduces whose ring
 //                        step crosses it.
+//   plots/links.svg      throughput sent and queue depth per directed WAN link over the whole
+//                        run (links.csv, 100 ms samples), one row per variant, every panel
+//                        on one time axis; the arbiter's windows (windows.csv) shaded
+//                        behind where the policy has them.
 //
-// The data files (*.dat) and gnuplot scripts (*.gp) stay in plots/, so `gnuplot
+// Every panel of timelines.svg and links.svg shares one time axis, so that variants
+// compare by eye. The data files (*.dat) and gnuplot scripts (*.gp) stay in plots/, so `gnuplot
 // timelines.gp` there redraws a plot.
 #include <filesystem>
 
@@ -24,5 +29,9 @@ namespace wanlab::cli {
 /// variants left out with the reason. Returns false when the bench folder is unreadable
 /// or a script could not be written or failed.
 bool make_bench_plots(const std::filesystem::path& bench_dir);
+
+/// RUN/plots/links.svg of one run folder (`wanlab run`): links.csv and, where the policy
+/// has them, windows.csv. Same conventions as make_bench_plots.
+bool make_run_links_plot(const std::filesystem::path& run_dir);
 
 }  // namespace wanlab::cli

@@ -14,6 +14,7 @@ struct UpArgs {
   bool foreground = false;
   std::uint64_t seed = 1;
   std::optional<std::string> agents_tcp;
+  std::optional<std::string> metrics;  // HOST:PORT to serve GET /metrics on
   std::string token;
   bool no_spawn_agents = false;
   bool router_only = false;        // containers: this namespace is the WAN router (lab/router_only.hpp)
@@ -32,6 +33,7 @@ struct ComposeArgs {
   std::optional<std::string> scenario;
   std::string results = "./results";
   bool no_bench = false;
+  bool monitoring = false;  // Prometheus and the dashboard beside the lab
   std::string project = ".";
 };
 /// Prints the docker-compose file of a lab.
@@ -55,6 +57,13 @@ struct CaptureArgs {
 };
 /// Writes the frames the WAN link SRC->DST delivers into a pcap file (capture_command.cpp).
 int cmd_capture(const CaptureArgs& a);
+
+struct DashboardArgs {
+  std::optional<std::string> lab;
+  std::string listen = "127.0.0.1:8080";
+  std::string token;
+};
+int cmd_dashboard(const DashboardArgs& a);
 
 /// One clear line and false when the process lacks CAP_NET_ADMIN or CAP_SYS_ADMIN (for
 /// namespaces), or, for router-only labs (`namespaces` false), CAP_NET_ADMIN or CAP_NET_RAW.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "bench_report.hpp"
@@ -156,6 +157,38 @@ std::string tail_of(const fs::path& p, std::size_t lines) {
   return out;
 }
 
+// A run folder's scenario, its topology found where the folder can be read: the lab's own
+// topology.json in the folder (runs write it), else the path scenario.json names, else
+// topologies/FILE under the current folder. A run folder from a container names the
+// container's path (/wanlab/topologies/...), which the host does not have.
+workload::Scenario load_run_scenario(const fs::path& folder) {
+  const auto file = folder / "scenario.json";
+  std::ifstream f(file);
+  if (!f) throw std::runtime_error(fmt::format("cannot read {}", file.string()));
+  json doc;
+  try {
+    doc = json::parse(f);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("{}: not JSON: {}", file.string(), e.what()));
+  }
+  if (!doc.is_object() || !doc.contains("topology") || !doc["topology"].is_string())
+    return workload::load_scenario(file);  // its own error
+  const fs::path named = doc["topology"].get<std::string>();
+  std::vector<fs::path> tried;
+  for (const auto& candidate : {folder / "topology.json", named.is_absolute() ? named : folder / named,
+                                fs::current_path() / "topologies" / named.filename()}) {
+    std::error_code ec;
+    tried.push_back(candidate);
+    if (!fs::is_regular_file(candidate, ec)) continue;
+    doc["topology"] = fs::absolute(candidate).lexically_normal().string();
+    return workload::parse_scenario(doc, file.string(), folder);
+  }
+  std::vector<std::string> names;
+  for (const auto& t : tried) names.push_back(t.string());
+  throw std::runtime_error(fmt::format("topology file not found: {} (scenario.json's \"topology\"); looked at {}",
+                                       named.string(), fmt::join(names, ", ")));
+}
+
 // Reads a variant's run folder: its plan (rebuilt from the run's scenario.json, whose
 // topology path is absolute) and the spans of the first iteration after warm-up.
 Run load_run(const fs::path& bench_dir, const json& v) {
@@ -163,7 +196,7 @@ Run load_run(const fs::path& bench_dir, const json& v) {
   r.name = v.at("name").get<std::string>();
   r.folder = bench_dir / v.at("folder").get<std::string>();
   r.summary = v.value("summary", json::object());
-  const auto scenario = workload::load_scenario(r.folder / "scenario.json");
+  const auto scenario = load_run_scenario(r.folder);
   const auto topo = core::load_topology(scenario.topology_path);
   r.plan = workload::build_plan(scenario, topo);
   r.iteration = scenario.warmup < scenario.iterations ? scenario.warmup : 0;
@@ -223,7 +256,7 @@ Rows timeline_rows(const workload::Plan& plan) {
 struct XRange {
   double lo = 0, hi = 0;
 };
-std::vector<XRange> x_ranges(std::vector<XRange> extents, bool& own) {
+std::vector<XRange> x_ranges(std::vector<XRange> extents, bool& own, bool allow_own = true) {
   double shortest = std::numeric_limits<double>::infinity(), longest = 0;
   XRange all{0, 0};
   for (const auto& e : extents) {
@@ -232,7 +265,7 @@ std::vector<XRange> x_ranges(std::vector<XRange> extents, bool& own) {
     all.lo = std::min(all.lo, e.lo);
     all.hi = std::max(all.hi, e.hi);
   }
-  own = shortest > 0 && longest > 2.5 * shortest;
+  own = allow_own && shortest > 0 && longest > 2.5 * shortest;
   for (auto& e : extents) {
     if (!own) e = all;
     e.hi = e.lo + std::max(1e-3, (e.hi - e.lo) * 1.01);
@@ -285,7 +318,8 @@ std::string timelines_script(const fs::path& plots, const std::vector<Run>& runs
     panels.push_back(std::move(panel));
   }
   bool own = false;
-  const auto ranges = x_ranges(extents, own);
+  // One time axis for every panel: variants compare by eye (a slow one shows as such).
+  const auto ranges = x_ranges(extents, own, false);
   std::vector<Bars> all_bars;
   std::size_t max_rows = 1;
   for (const auto& p : panels) {
@@ -305,10 +339,10 @@ std::string timelines_script(const fs::path& plots, const std::vector<Run>& runs
       "set key outside right top vertical\n"
       "set grid xtics\n",
       panel_h * static_cast<int>(runs.size()) + 70, runs.size(),
-      gp_string(fmt::format("{}: per-GPU timeline of iteration {} (the first after warm-up){}\n{}; thin bars below a "
-                            "row: sends in flight",
-                            scenario, runs.front().iteration, own ? ", each panel on its own time scale" : "",
-                            timeline_rows(runs.front().plan).shown)));
+      gp_string(fmt::format("{}: per-GPU timeline of iteration {} (the first after warm-up), every panel on one time "
+                            "axis\n{}; bars: what each GPU does (key); thin bars below a row: sends in flight, which "
+                            "overlap compute",
+                            scenario, runs.front().iteration, timeline_rows(runs.front().plan).shown)));
   for (std::size_t v = 0; v < runs.size(); ++v) {
     const auto& r = runs[v];
     const auto clauses =
@@ -480,7 +514,9 @@ std::string windows_script(const fs::path& plots, const std::vector<Run>& runs, 
       gp_string(fmt::format(
           "{}: WAN transfers of iteration {} (the first after warm-up) per directed link{}\nbars: the arbiter's "
           "windows (granted..closed) where the policy has them, else the send spans that cross the WAN and the "
-          "all-reduces whose ring step crosses it",
+          "all-reduces whose ring step crosses it\nbars are 60 % opaque: a darker shade is two or more bars of one "
+          "pipeline overlapping in time (micro-batches in flight together); grey: a window revoked for lack of "
+          "progress",
           scenario, runs.front().iteration, own ? "; each variant on its own time scale" : "")),
       ytics, pipelines - 0.4);
   for (std::size_t v = 0; v < runs.size(); ++v) {
@@ -505,6 +541,174 @@ std::string windows_script(const fs::path& plots, const std::vector<Run>& runs, 
   return gp;
 }
 
+
+// --- links.svg -------------------------------------------------------------------------
+
+// A run folder as the links plot reads it: links.csv (every WAN link every 100 ms since
+// the start barrier) and windows.csv (the arbiter's windows, same origin) where it has one.
+struct LinkSeries {
+  std::vector<double> t, mbit, queue;
+};
+struct LinkRun {
+  std::string name;
+  std::map<LinkKey, LinkSeries> links;
+  std::map<LinkKey, std::vector<std::pair<double, double>>> windows;  // merged: open at least one
+  bool has_windows = false;
+};
+
+LinkRun read_link_run(const std::string& name, const fs::path& folder) {
+  LinkRun r;
+  r.name = name;
+  std::ifstream f(folder / "links.csv");
+  if (!f) throw std::runtime_error(fmt::format("cannot read {}", (folder / "links.csv").string()));
+  std::string line;
+  std::getline(f, line);
+  if (line.rfind("t_s,src,dst,", 0) != 0)
+    throw std::runtime_error(fmt::format("{}: the first line is not links.csv's header", (folder / "links.csv").string()));
+  std::size_t line_no = 1;
+  while (std::getline(f, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::vector<std::string> c;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) c.push_back(x);
+    std::map<std::string, std::string> row;
+    static const char* cols[] = {"t_s", "src", "dst", "bytes", "payload_bytes", "mbit_s", "drops", "queued_packets"};
+    for (std::size_t i = 0; i < std::size(cols) && i < c.size(); ++i) row[cols[i]] = c[i];
+    const auto t = to_double(row, "t_s"), mbit = to_double(row, "mbit_s"), q = to_double(row, "queued_packets");
+    if (!t || !mbit || !q)
+      throw std::runtime_error(fmt::format("{} line {}: expected numbers in t_s, mbit_s and queued_packets",
+                                           (folder / "links.csv").string(), line_no));
+    auto& series = r.links[{row["src"], row["dst"]}];
+    series.t.push_back(*t);
+    series.mbit.push_back(*mbit);
+    series.queue.push_back(*q);
+  }
+  if (auto rows = read_windows_csv(folder / "windows.csv")) {
+    r.has_windows = true;
+    std::map<LinkKey, std::vector<std::pair<double, double>>> spans;
+    for (const auto& row : *rows) {
+      const auto g = to_double(row, "granted_s"), c = to_double(row, "closed_s");
+      if (!g || !c || !row.count("src") || !row.count("dst")) continue;
+      spans[{row.at("src"), row.at("dst")}].emplace_back(*g, std::max(*g, *c));
+    }
+    for (auto& [key, list] : spans) {
+      std::sort(list.begin(), list.end());
+      auto& merged = r.windows[key];
+      for (const auto& sp : list) {
+        if (!merged.empty() && sp.first <= merged.back().second)
+          merged.back().second = std::max(merged.back().second, sp.second);
+        else
+          merged.push_back(sp);
+      }
+    }
+  }
+  return r;
+}
+
+constexpr const char* kThroughputColor = "#4e79a7";
+constexpr const char* kQueueColor = "#e15759";
+constexpr const char* kWindowColor = "#59a14f";
+
+// Empty string when no run has a link sample.
+std::string links_script(const fs::path& plots, const std::vector<LinkRun>& runs, const std::string& title,
+                         const std::string& svg) {
+  // The directed links that carried anything in any run, else every link sampled.
+  std::vector<LinkKey> links;
+  for (int pass = 0; pass < 2 && links.empty(); ++pass)
+    for (const auto& r : runs)
+      for (const auto& [key, s] : r.links) {
+        const bool busy = std::any_of(s.mbit.begin(), s.mbit.end(), [](double v) { return v > 0; });
+        if ((busy || pass == 1) && std::find(links.begin(), links.end(), key) == links.end()) links.push_back(key);
+      }
+  if (links.empty()) return {};
+  double t_max = 1;
+  for (const auto& r : runs)
+    for (const auto& [key, s] : r.links)
+      if (!s.t.empty()) t_max = std::max(t_max, s.t.back());
+  const bool any_windows = std::any_of(runs.begin(), runs.end(), [](const LinkRun& r) { return r.has_windows; });
+  std::string keys = fmt::format("keyentry with lines lw 2 lc rgb '{}' title 'throughput sent (Mbit/s, left axis)', "
+                                 "keyentry with lines lw 1 lc rgb '{}' title 'queue (packets, right axis)'",
+                                 kThroughputColor, kQueueColor);
+  if (any_windows)
+    keys += fmt::format(", keyentry with boxes fs transparent solid 0.18 fc rgb '{}' title "
+                        "'shaded: an arbiter window open on the link (windows.csv)'",
+                        kWindowColor);
+  const int panel_h = 240, panel_w = links.size() == 1 ? 1200 : 640;
+  std::string gp = fmt::format(
+      "# Throughput and queue per directed WAN link over the run (wanlab). Redraw: gnuplot {}.gp\n"
+      "set terminal svg size {},{} dynamic noenhanced font 'Helvetica,11' background rgb 'white'\n"
+      "set output {}\n"
+      "set multiplot layout {},{} title {}\n"
+      "set xlabel 'seconds since the start barrier'\n"
+      "set ylabel 'Mbit/s'\nset y2label 'packets queued'\n"
+      "set ytics nomirror\nset y2tics\n"
+      "set key outside bottom center horizontal\n"
+      "set grid xtics ytics\n"
+      "set xrange [0:{:.3f}]\n",
+      fs::path(svg).stem().string(), panel_w * static_cast<int>(links.size()),
+      panel_h * static_cast<int>(runs.size()) + 90, gp_string(svg), runs.size(), links.size(),
+      gp_string(fmt::format("{}\nper directed WAN link, sampled every 100 ms (links.csv); every panel on one time "
+                            "axis{}",
+                            title, any_windows ? "; shaded: the arbiter's windows" : "")),
+      t_max * 1.01);
+  for (const auto& r : runs) {
+    for (const auto& key : links) {
+      const auto it = r.links.find(key);
+      const auto data = fmt::format("links-{}-{}-{}.dat", gnuplot_file_part(r.name), gnuplot_file_part(key.first),
+                                    gnuplot_file_part(key.second));
+      std::string text = "# t_s mbit_s queued_packets\n";
+      double y_max = 1, q_max = 1;
+      if (it != r.links.end())
+        for (std::size_t i = 0; i < it->second.t.size(); ++i) {
+          text += fmt::format("{:.3f} {:.3f} {:.0f}\n", it->second.t[i], it->second.mbit[i], it->second.queue[i]);
+          y_max = std::max(y_max, it->second.mbit[i]);
+          q_max = std::max(q_max, it->second.queue[i]);
+        }
+      write_text_file(plots / data, text);
+      std::string clauses;
+      if (const auto w = r.windows.find(key); w != r.windows.end() && !w->second.empty()) {
+        const auto wdata = fmt::format("linkwindows-{}-{}-{}.dat", gnuplot_file_part(r.name),
+                                       gnuplot_file_part(key.first), gnuplot_file_part(key.second));
+        std::string wt = "# x0 x1 (s): at least one window open\n";
+        for (const auto& [a, b] : w->second) wt += fmt::format("{:.6f} {:.6f}\n", a, b);
+        write_text_file(plots / wdata, wt);
+        clauses += fmt::format("{} using 1:(0):1:2:(0):({:.3f}) with boxxyerror fs transparent solid 0.18 noborder "
+                               "fc rgb '{}' notitle, \\\n     ",
+                               gp_string(wdata), y_max * 1.08, kWindowColor);
+      }
+      clauses += fmt::format("{} using 1:2 with lines lw 2 lc rgb '{}' notitle, \\\n     {} using 1:3 axes x1y2 "
+                             "with lines lw 1 lc rgb '{}' notitle",
+                             gp_string(data), kThroughputColor, gp_string(data), kQueueColor);
+      gp += fmt::format("set title {}\nset yrange [0:{:.3f}]\nset y2range [0:{:.3f}]\nplot {}, \\\n     {}\n",
+                        gp_string(fmt::format("{}: {} -> {}{}", r.name, key.first, key.second,
+                                              it == r.links.end() ? " (not sampled)" : "")),
+                        y_max * 1.08, q_max * 1.08, keys, clauses);
+    }
+  }
+  gp += "unset multiplot\n";
+  return gp;
+}
+
+std::optional<std::string> gnuplot_binary() { return find_in_path("gnuplot"); }
+
+// Draws `name`.gp in `plots`; prints what it made or why not.
+bool draw(const fs::path& plots, const std::string& name) {
+  const auto gnuplot = gnuplot_binary();
+  if (!gnuplot) return true;
+  const auto log = plots / (name + ".log");
+  const int rc = run_gnuplot(*gnuplot, plots, name + ".gp", log);
+  if (rc != 0 || !fs::exists(plots / (name + ".svg"))) {
+    fmt::print(stderr, "wanlab: plots: gnuplot {}.gp failed (status {}); its output ({}):\n{}", name, rc, log.string(),
+               tail_of(log, 8));
+    return false;
+  }
+  std::error_code ec;
+  if (fs::file_size(log, ec) == 0) fs::remove(log, ec);
+  fmt::print("plots: {}\n", (plots / (name + ".svg")).string());
+  return true;
+}
 }  // namespace
 
 bool make_bench_plots(const fs::path& bench_dir) {
@@ -545,6 +749,21 @@ bool make_bench_plots(const fs::path& bench_dir) {
     } else {
       fmt::print("plots: no variant put anything on the WAN: no windows.svg\n");
     }
+    std::vector<LinkRun> link_runs;
+    for (const auto& r : runs) {
+      try {
+        link_runs.push_back(read_link_run(r.name, r.folder));
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "plots: links.svg: variant {} left out: {}\n", printable(r.name, 80), e.what());
+      }
+    }
+    if (!link_runs.empty())
+      if (const auto gp = links_script(plots, link_runs, fmt::format("{}: WAN links, one row per variant", scenario),
+                                       "links.svg");
+          !gp.empty()) {
+        write_text_file(plots / "links.gp", gp);
+        scripts.push_back("links");
+      }
   } catch (const std::exception& e) {
     fmt::print(stderr, "wanlab: plots: {}\n", e.what());
     return false;
@@ -572,6 +791,51 @@ bool make_bench_plots(const fs::path& bench_dir) {
     fmt::print("plots: {}\n", (plots / (name + ".svg")).string());
   }
   return ok;
+}
+
+}  // namespace wanlab::cli
+
+namespace wanlab::cli {
+
+bool make_run_links_plot(const std::filesystem::path& run_dir) {
+  LinkRun run;
+  std::string title;
+  try {
+    std::string name = run_dir.filename().string();
+    if (std::ifstream f(run_dir / "summary.json"); f) {
+      const auto summary = json::parse(f, nullptr, false);
+      if (summary.is_object()) {
+        name = summary.value("run", name);
+        title = fmt::format("run {} ({} policy, {} backend)", name, summary.value("policy", "?"),
+                            summary.value("backend", "?"));
+      }
+    }
+    if (title.empty()) title = "run " + name;
+    run = read_link_run(name, run_dir);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wanlab: plots: {}\n", e.what());
+    return false;
+  }
+  const auto plots = run_dir / "plots";
+  try {
+    fs::create_directories(plots);
+    const auto gp = links_script(plots, {run}, title, "links.svg");
+    if (gp.empty()) {
+      fmt::print("plots: links.csv of {} has no samples: no links.svg\n", run_dir.string());
+      return true;
+    }
+    write_text_file(plots / "links.gp", gp);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wanlab: plots: {}\n", e.what());
+    return false;
+  }
+  if (!gnuplot_binary()) {
+    fmt::print("plots: gnuplot is not installed (Debian: apt-get install gnuplot-nox); data and script are in {}/ "
+               "(gnuplot links.gp there draws it)\n",
+               plots.string());
+    return true;
+  }
+  return draw(plots, "links");
 }
 
 }  // namespace wanlab::cli

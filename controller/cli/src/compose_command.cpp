@@ -45,6 +45,7 @@ int cmd_compose(const ComposeArgs& a, const std::string& command_line) {
   o.command = command_line;
   o.results = a.results;
   o.bench = !a.no_bench;
+  o.monitoring = a.monitoring;
   const auto topology = in_project(a.project, a.topology, "topologies", "topology");
   if (!topology) return 2;
   o.topology = *topology;

@@ -117,6 +117,7 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   pid_t then_pid = -1;
   boost::asio::steady_timer flush_timer(ioc);  // state-file writes, off the request path
   std::unique_ptr<api::Server> server;
+  std::unique_ptr<api::TcpServer> metrics_server;  // --metrics
   std::unique_ptr<api::LabController> ctl;
   std::unique_ptr<run::RunManager> runs;
   std::unique_ptr<run::DaemonController> daemon;
@@ -132,6 +133,7 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
       // Runs inside the shutdown request: once its answer is written nothing is left to
       // do and ioc.run() returns.
       server->close();
+      if (metrics_server) metrics_server->close();
       signals.cancel();
       child_exits.cancel();
       flush_timer.cancel();
@@ -145,6 +147,11 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
     runs = std::make_unique<run::RunManager>(ioc, *ctl, ro);
     daemon = std::make_unique<run::DaemonController>(*ctl, *runs);
     server = std::make_unique<api::Server>(ioc, lab::socket_path(name), *daemon);
+    if (options.metrics_listen) {
+      metrics_server = std::make_unique<api::TcpServer>(ioc, *options.metrics_listen, *daemon, options.token,
+                                                        std::vector<std::string>{"/metrics"});
+      spdlog::info("lab {}: metrics on http://{}/metrics", name, *options.metrics_listen);
+    }
   } catch (const std::exception& e) {
     spdlog::error("lab {} could not be built: {}", name, e.what());
     if (ctl) ctl->teardown();
@@ -200,6 +207,7 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
     if (then_pid > 0) ::kill(-then_pid, SIGTERM);
     runs->close();
     server->close();
+    if (metrics_server) metrics_server->close();
     flush_timer.cancel();
     child_exits.cancel();
   });
@@ -379,6 +387,7 @@ int cmd_up(const UpArgs& a) {
   options.seed = a.seed;
   options.agents_tcp = a.agents_tcp;
   options.token = a.token;
+  options.metrics_listen = a.metrics;
   options.spawn_agents = !a.no_spawn_agents;
   options.router_only = a.router_only;
   options.netem = netlink::netem_available();

@@ -12,6 +12,7 @@
 #include "run_command.hpp"
 #include "simulate_command.hpp"
 #include "suggest.hpp"
+#include "wanlab/api/server.hpp"
 #include "wanlab/common/version.hpp"
 #include "wanlab/common/secrets.hpp"
 
@@ -37,6 +38,11 @@ int main(int argc, char** argv) {
   up_cmd->add_flag("--foreground", up.foreground, "Run the controller in this process (for containers)");
   up_cmd->add_option("--agents-tcp", up.agents_tcp,
                      "Also accept agents over TCP on HOST:PORT (containers, other hosts); needs --token");
+  up_cmd->add_option("--metrics", up.metrics,
+                     "Serve GET /metrics (Prometheus text format, docs/metrics.md) over TCP on HOST:PORT, e.g. "
+                     "127.0.0.1:9464; an address other than loopback needs --token, which scrapers send as "
+                     "\"Authorization: Bearer TOKEN\"")
+      ->type_name("HOST:PORT");
   up_cmd->add_option("--token", up.token,
                      "Bearer token agents must present over TCP (default: $WANLAB_TOKEN). On the command line it is "
                      "visible to every local user (ps) until wanlab has read it: prefer $WANLAB_TOKEN or --token-file")
@@ -341,6 +347,19 @@ int main(int argc, char** argv) {
   capture_cmd->add_option("--count", cap.count, "Stop after N frames")->type_name("N");
   capture_cmd->add_option("--duration", cap.duration, "Stop after this long, e.g. 10s (default: at Ctrl-C)");
 
+  DashboardArgs dash;
+  auto* dashboard_cmd = app.add_subcommand(
+      "dashboard", "Serve a live web page of a lab: its DCs and links as a map, per-link throughput and queue over "
+                   "the last minutes, the arbiter's windows as a Gantt chart, a run's per-GPU progress "
+                   "(docs/metrics.md)");
+  dashboard_cmd->add_option("--lab", dash.lab, "Lab name (default: the only lab up)");
+  dashboard_cmd->add_option("--listen", dash.listen,
+                            "HOST:PORT to serve on (default 127.0.0.1:8080); an address other than loopback needs "
+                            "--token, which the page's URL then carries (?token=...)")
+      ->type_name("HOST:PORT");
+  dashboard_cmd->add_option("--token", dash.token, "Token the page's requests must carry (default: $WANLAB_TOKEN)")
+      ->envname("WANLAB_TOKEN");
+
   std::string ns_topology, ns_node, ns_backend = "auto";
   std::vector<std::string> ns_argv;
   auto* node_setup_cmd = app.add_subcommand(
@@ -369,6 +388,10 @@ int main(int argc, char** argv) {
                           "(`wanlab bench`); none: the lab only");
   compose_cmd->add_flag("--no-bench", compose_args.no_bench,
                         "Mount the scenarios but do not benchmark on `up` (run them with docker-compose exec)");
+  compose_cmd->add_flag("--monitoring", compose_args.monitoring,
+                        "Add a Prometheus container (docker/prometheus/Dockerfile) scraping the controller's /metrics "
+                        "every second, published at 127.0.0.1:9090, and the dashboard at 127.0.0.1:8080 "
+                        "(docs/metrics.md)");
   compose_cmd->add_option("--results", compose_args.results,
                           "Host folder for results, mounted at /wanlab/bench-results (default: ./results)");
   compose_cmd->add_option("--project", compose_args.project,
@@ -464,6 +487,20 @@ int main(int argc, char** argv) {
                            "authenticate\n");
         return 2;
       }
+      if (up.metrics) {
+        try {
+          const auto host = wanlab::api::parse_host_port(*up.metrics).first;
+          if (!wanlab::api::is_loopback_host(host) && up.token.empty()) {
+            fmt::print(stderr, "wanlab: up: --metrics {}: not a loopback address, so it needs --token (or "
+                               "$WANLAB_TOKEN): scrapers must authenticate\n",
+                       *up.metrics);
+            return 2;
+          }
+        } catch (const std::invalid_argument& e) {
+          fmt::print(stderr, "wanlab: up: --metrics: {}\n", e.what());
+          return 2;
+        }
+      }
       return cmd_up(up);
     }
     if (*run_cmd) return cmd_run(run);
@@ -500,6 +537,7 @@ int main(int argc, char** argv) {
     }
     if (*set_cmd) return cmd_link_set(ls);
     if (*capture_cmd) return cmd_capture(cap);
+    if (*dashboard_cmd) return cmd_dashboard(dash);
     if (*node_setup_cmd) {
       if (!ns_argv.empty() && ns_argv.front() == "--") ns_argv.erase(ns_argv.begin());
       return cmd_node_setup(ns_topology, ns_node, ns_backend, ns_argv);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "bench_plots.hpp"
 #include "commands.hpp"
 #include "run_support.hpp"
 #include "wanlab/core/diagnostics.hpp"
@@ -94,9 +95,10 @@ int cmd_run(const RunArgs& a) {
   catch_interrupts();
   RunRequest request{fs::absolute(a.scenario), out, a.connections, std::nullopt};
   const auto outcome = run_on_lab(lab.name, request, scenario, a.quiet);
-  if (outcome.rc == 0)
+  if (outcome.rc == 0) {
     print_summary(outcome.summary, out);
-  else if (outcome.rc != 130)
+    make_run_links_plot(out);  // plots/links.svg; a plot that fails is reported, the run stands
+  } else if (outcome.rc != 130)
     fmt::print(stderr, "wanlab: {}\n", outcome.error);
   release_lab(lab, a.keep_lab);
   return outcome.rc;

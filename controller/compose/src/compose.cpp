@@ -63,6 +63,13 @@ std::string compose_file(const core::Topology& topo, const ComposeOptions& o) {
   } else {
     line("#                         and keeps it up (Ctrl-C or `docker-compose stop` stops it)");
   }
+  if (o.monitoring) {
+    line(fmt::format("#   monitoring:           Prometheus at http://127.0.0.1:{} scrapes the controller's /metrics every "
+                     "second;",
+                     kPrometheusPort));
+    line(fmt::format("#                         the dashboard at http://127.0.0.1:{}/?token=$WANLAB_TOKEN (docs/metrics.md)",
+                     kDashboardPort));
+  }
   line("#   docker-compose down   removes every container and network of the lab");
   line("#");
   line("# See docs/docker.md and controller/compose/include/wanlab/compose/compose.hpp.");
@@ -93,13 +100,19 @@ std::string compose_file(const core::Topology& topo, const ComposeOptions& o) {
   for (std::size_t k = 0; k < topo.dcs.size(); ++k)
     line(fmt::format("      {}: {{ipv4_address: {}}}", topo.dcs[k].name,
                      core::dc_gateway(static_cast<int>(k)).to_string()));
+  if (o.monitoring) line("      monitoring: {}");
   line("    volumes:");
   for (const auto& m : mounts) line(fmt::format("      - {}", q(m)));
   line(fmt::format("      - {}", q(o.results + ":/wanlab/bench-results")));
+  if (o.monitoring) line("      - \"wanlab-run:/run/wanlab\"");
   line("    working_dir: /wanlab");
   std::vector<std::string> cmd = {"wanlab",       "up",       o.topology,  "--router-only",
                                   "--foreground", "--no-spawn-agents", "--agents-tcp",
                                   fmt::format("0.0.0.0:{}", kAgentPort)};
+  if (o.monitoring) {
+    cmd.push_back("--metrics");
+    cmd.push_back(fmt::format("0.0.0.0:{}", kMetricsPort));
+  }
   if (o.scenario && o.bench) {
     cmd.push_back("--then");
     cmd.push_back("wanlab bench " + *o.scenario);
@@ -134,8 +147,51 @@ std::string compose_file(const core::Topology& topo, const ComposeOptions& o) {
     }
   }
 
+  if (o.monitoring) {
+    // Prometheus: its configuration written at start, with the token it presents.
+    line("  prometheus:");
+    line("    build: {context: docker/prometheus, network: host}");
+    line(fmt::format("    image: {}", q(o.prometheus_image)));
+    line(fmt::format("    container_name: {}", q(lab + "-prometheus")));
+    line(labels);
+    line("    depends_on: [controller]");
+    line(fmt::format("    environment: {{WANLAB_TOKEN: {}}}", q(token)));
+    line("    networks: [monitoring]");
+    line(fmt::format("    ports: [{}]", q(fmt::format("127.0.0.1:{}:{}", kPrometheusPort, kPrometheusPort))));
+    const std::string config = fmt::format(
+        "printf 'global:\\n  scrape_interval: 1s\\n  scrape_timeout: 900ms\\nscrape_configs:\\n  - job_name: "
+        "wanlab\\n    authorization:\\n      credentials: \"%s\"\\n    static_configs:\\n      - targets: "
+        "[\"controller:{}\"]\\n        labels: {{lab: \"{}\"}}\\n' \"$$WANLAB_TOKEN\" > /tmp/prometheus.yml && exec "
+        "prometheus --config.file=/tmp/prometheus.yml --storage.tsdb.path=/tmp/prometheus "
+        "--web.listen-address=0.0.0.0:{}",
+        kMetricsPort, lab, kPrometheusPort);
+    line(fmt::format("    command: {}", list({"/bin/sh", "-c", config})));
+    // The dashboard: reads the controller's socket in the shared /run/wanlab.
+    line("  dashboard:");
+    line(fmt::format("    image: {}", q(o.image)));
+    line(fmt::format("    container_name: {}", q(lab + "-dashboard")));
+    line(labels);
+    line("    depends_on: [controller]");
+    line(fmt::format("    environment: {{WANLAB_TOKEN: {}}}", q(token)));
+    line("    networks: [monitoring]");
+    line(fmt::format("    ports: [{}]", q(fmt::format("127.0.0.1:{}:{}", kDashboardPort, kDashboardPort))));
+    line("    volumes: [\"wanlab-run:/run/wanlab\"]");
+    // The controller may still be building the lab: wait for its socket.
+    line(fmt::format("    command: {}",
+                     list({"/bin/sh", "-c",
+                           fmt::format("until [ -S /run/wanlab/{}/controller.sock ]; do sleep 0.5; done; exec wanlab "
+                                       "dashboard --lab {} --listen 0.0.0.0:{}",
+                                       lab, lab, kDashboardPort)})));
+  }
+
   line("");
   line("networks:");
+  if (o.monitoring) {
+    line("  monitoring:");
+    line(fmt::format("    name: {}", q(lab + "-monitoring")));
+    line("    driver: bridge");
+    line(labels);
+  }
   for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
     const int ik = static_cast<int>(k);
     line(fmt::format("  {}:", topo.dcs[k].name));
@@ -148,6 +204,13 @@ std::string compose_file(const core::Topology& topo, const ComposeOptions& o) {
     line("      config:");
     line(fmt::format("        - {{subnet: {}, gateway: {}}}", core::dc_subnet(ik).to_string(),
                      bridge_address(ik).to_string()));
+  }
+  if (o.monitoring) {
+    line("");
+    line("volumes:");
+    line("  wanlab-run:");
+    line(fmt::format("    name: {}", q(lab + "-run")));
+    line(labels);
   }
   return y;
 }

@@ -140,6 +140,11 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     BackendCounters engine_at_start;      // the userspace engine's counters then
     std::int64_t engine_at_start_ns = 0;  // steady clock
     Clock::time_point noted{};            // the last note of progress in the lab's state file
+    // Iterations every worker has finished, and when the last of them ended (steady ns):
+    // the iteration time /metrics shows (-1: none finished yet).
+    int iterations_seen = 0;
+    std::int64_t iteration_end_ns = 0;
+    double last_iteration_s = -1;
   };
 
   boost::asio::io_context& ioc;
@@ -235,7 +240,19 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
       return;
     }
     if (active) send_all(active->coordinator->message(node, m, Clock::now()));
+    if (active) note_iterations(*active);
     after_event();
+  }
+
+  void note_iterations(Active& a) {
+    if (a.coordinator->phase() != Phase::running && a.coordinator->phase() != Phase::done) return;
+    const int done = a.coordinator->iterations_done();
+    if (done <= a.iterations_seen) return;
+    const auto now = steady_ns();
+    const auto since = a.iteration_end_ns > 0 ? a.iteration_end_ns : a.start_steady_ns;
+    if (since > 0) a.last_iteration_s = static_cast<double>(now - since) / 1e9 / (done - a.iterations_seen);
+    a.iterations_seen = done;
+    a.iteration_end_ns = now;
   }
 
   static std::int64_t steady_ns() {
@@ -366,6 +383,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     if (!active) return;
     send_all(active->coordinator->tick(Clock::now()));
     if (active && active->sampling && active->coordinator->phase() == Phase::running) sample(*active);
+    if (active) note_iterations(*active);
     // The run's progress and this controller's sign of life, in the lab's state file about
     // every second: whoever finds this controller dead says when and where the run stopped.
     if (active && Clock::now() - active->noted >= std::chrono::seconds(1)) {
@@ -458,6 +476,12 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
         }
         write_run_folder(a->out, summary, workload::chrome_trace(co.plan(), co.reports()),
                          links_csv(lab.topology(), a->samples), workload::to_json(a->scenario));
+        // The lab's topology beside the scenario, so that the folder draws its plots where the
+        // scenario's topology path does not exist (a container's run read on the host); trace
+        // paths left out, being the controller's.
+        auto topo_doc = core::to_json(lab.topology());
+        for (auto& l : topo_doc["wan"]) l.erase("trace");
+        std::ofstream(a->out / "topology.json") << topo_doc.dump(2) << "\n";
         st["summary"] = summary;
         spdlog::info("run {} done: iteration time {:.3f} s, GPU utilization {:.1f} %, results in {}", a->id,
                      summary.at("iteration_time_s").value("mean", 0.0),
@@ -673,6 +697,86 @@ void RunManager::close() {
   for (pid_t p : impl_->leftover)
     if (p > 0) ::kill(p, SIGKILL);
   impl_->reap(true);
+}
+
+void RunManager::write_metrics(api::MetricsText& out) {
+  std::lock_guard lock(impl_->mutex);
+  struct Row {
+    std::string id, scenario, phase;
+    double iterations = 0, done = 0;
+  };
+  std::vector<Row> rows;
+  for (const auto& [id, st] : impl_->finished)
+    rows.push_back({id, st.value("scenario", ""), st.value("phase", ""), st.value("iterations", 0.0),
+                    st.value("iterations_done", 0.0)});
+  const auto* a = impl_->active.get();
+  if (a)
+    rows.push_back({a->id, a->scenario.name, to_string(a->coordinator->phase()),
+                    static_cast<double>(a->scenario.iterations), static_cast<double>(a->coordinator->iterations_done())});
+  out.family("wanlab_run_info", "gauge", "1 per run this controller has run, labelled with its scenario and phase "
+                                         "(agents, preparing, connecting, running, done, failed).");
+  for (const auto& r : rows) out.sample({{"run", r.id}, {"scenario", r.scenario}, {"phase", r.phase}}, 1);
+  out.family("wanlab_run_active", "gauge", "1 while a run is in progress on the lab, else 0.");
+  out.sample({}, a ? 1 : 0);
+  out.family("wanlab_run_iterations", "gauge", "Training iterations the run's scenario asks for.");
+  for (const auto& r : rows) out.sample({{"run", r.id}}, r.iterations);
+  out.family("wanlab_run_iterations_done", "gauge", "Iterations every worker of the run has finished.");
+  for (const auto& r : rows) out.sample({{"run", r.id}}, r.done);
+  if (!a) return;
+  const auto& co = *a->coordinator;
+  out.family("wanlab_run_iteration_seconds", "gauge",
+             "Time of the run's last finished iteration (every worker), as the controller heard of it.");
+  if (a->last_iteration_s >= 0) out.sample({{"run", a->id}}, a->last_iteration_s);
+  out.family("wanlab_run_worker_iteration", "gauge",
+             "Per worker (GPU) of the running run: the last iteration it finished (-1: none yet).");
+  const auto& plan = co.plan();
+  for (std::size_t w = 0; w < co.progress().size(); ++w) {
+    api::MetricLabels l{{"run", a->id}, {"worker", std::to_string(w)}};
+    if (w < plan.workers.size()) {
+      l.emplace_back("dc", impl_->lab.topology().dcs[plan.workers[w].dc].name);
+      l.emplace_back("stage", std::to_string(plan.workers[w].stage));
+    }
+    out.sample(l, co.progress()[w]);
+  }
+  if (!a->windows) return;
+  const auto stats = a->windows->link_stats(Impl::steady_ns());
+  const auto& dcs = impl_->lab.topology().dcs;
+  auto each = [&](const char* name, const char* type, const char* help, auto value) {
+    out.family(name, type, help);
+    for (const auto& st : stats)
+      out.sample({{"src", dcs[st.link.src].name}, {"dst", dcs[st.link.dst].name}}, static_cast<double>(value(st)));
+  };
+  using S = RunWindows::LinkWindowStats;
+  each("wanlab_arbiter_windows_granted_total", "counter", "Windows the arbiter has granted on the link in this run.",
+       [](const S& s) { return s.granted; });
+  each("wanlab_arbiter_windows_revoked_total", "counter", "Windows taken back for lack of progress.",
+       [](const S& s) { return s.revoked; });
+  each("wanlab_arbiter_windows_open", "gauge", "Windows open on the link now.", [](const S& s) { return s.open; });
+  each("wanlab_arbiter_queued_bytes", "gauge",
+       "Bytes that entered the link under windows and that it has not sent yet (the arbiter's fluid queue).",
+       [](const S& s) { return s.queued_bytes; });
+}
+
+nlohmann::json RunManager::windows(double horizon_s) {
+  std::lock_guard lock(impl_->mutex);
+  const auto* a = impl_->active.get();
+  if (!a || !a->windows || a->start_steady_ns == 0) return {{"run", a ? nlohmann::json(a->id) : nlohmann::json(nullptr)}, {"now_s", nullptr}, {"windows", nlohmann::json::array()}};
+  const auto now = Impl::steady_ns();
+  return {{"run", a->id},
+          {"now_s", static_cast<double>(now - a->start_steady_ns) / 1e9},
+          {"windows", a->windows->recent_windows(a->start_steady_ns, now - static_cast<std::int64_t>(horizon_s * 1e9), now)}};
+}
+
+std::string DaemonController::metrics() {
+  const auto t0 = Clock::now();
+  api::MetricsText out;
+  lab_.write_metrics(out);
+  runs_.write_metrics(out);
+  out.family("wanlab_metrics_render_seconds", "gauge",
+             "How long the controller took to write the previous answer to GET /metrics (-1: none yet).");
+  out.sample({}, last_render_s_);
+  last_render_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
+  return out.take();
 }
 
 nlohmann::json DaemonController::status() {

@@ -1,6 +1,7 @@
 #include "wanlab/run/windows.hpp"
 
 #include <fmt/format.h>
+#include <iterator>
 
 #include <algorithm>
 #include <cmath>
@@ -223,6 +224,53 @@ void RunWindows::grant_agents(Group& g, WindowActions& out) {
   g.agents_granted = true;
   for (const auto& mem : g.members)
     out.messages.push_back({mem.src_node, grant_message(run_id_, mem.src, mem.dst, g.iteration, g.tag)});
+}
+
+std::vector<RunWindows::LinkWindowStats> RunWindows::link_stats(Nanos now) const {
+  std::vector<LinkWindowStats> out;
+  for (const auto& [link, flows] : flows_) {
+    LinkWindowStats st;
+    st.link = link;
+    st.open = arbiter_.owners(link).size();
+    st.queued_bytes = arbiter_.queued_bytes(link, now);
+    out.push_back(st);
+  }
+  for (const auto& w : arbiter_.windows())
+    for (auto& st : out)
+      if (st.link == w.spec.link) {
+        st.granted++;
+        st.revoked += w.revoked ? 1 : 0;
+      }
+  for (auto& st : out) st.granted += st.open;
+  return out;
+}
+
+nlohmann::json RunWindows::recent_windows(Nanos origin, Nanos since, Nanos now) const {
+  const auto& dcs = plan_.topology.dcs;
+  const auto secs = [&](Nanos t) { return static_cast<double>(t - origin) / 1e9; };
+  nlohmann::json out = nlohmann::json::array();
+  auto row = [&](const arbiter::TransferSpec& spec, Nanos start, std::optional<Nanos> end, bool revoked) {
+    out.push_back({{"src", dcs.at(spec.link.src).name},
+                   {"dst", dcs.at(spec.link.dst).name},
+                   {"pipeline", spec.pipeline},
+                   {"kind", arbiter::to_string(spec.kind)},
+                   {"iteration", spec.iteration},
+                   {"start_s", secs(start)},
+                   {"end_s", end ? nlohmann::json(secs(*end)) : nlohmann::json(nullptr)},
+                   {"revoked", revoked}});
+  };
+  const auto& ended = arbiter_.windows();
+  // Ended windows are in the order they ended: the recent ones are at the back.
+  auto it = ended.end();
+  while (it != ended.begin() && std::prev(it)->end >= since) --it;
+  for (; it != ended.end(); ++it) row(it->spec, it->start, it->end, it->revoked);
+  for (const auto& [link, flows] : flows_)
+    for (const auto id : arbiter_.owners(link)) {
+      const auto& t = arbiter_.transfer(id);
+      if (t.granted >= 0) row(t.spec, t.granted, std::nullopt, false);
+    }
+  (void)now;
+  return out;
 }
 
 std::string RunWindows::windows_csv(Nanos origin) const {

@@ -18,6 +18,10 @@
 //                                         runs the scenario on this lab (one run at a time)
 //   GET  /v1/runs[/{id}]               -> every run, or one: phase, progress, error, summary
 //   DELETE /v1/runs/{id}               -> aborts a run
+//   GET  /v1/windows                   -> the running run's arbiter windows of the last minute
+//                                         (open ones with "end_s": null), for the dashboard
+//   GET  /metrics                      -> the Prometheus text format (api/metrics.hpp,
+//                                         docs/metrics.md), not JSON
 // Errors: {"error": {"code": "...", "message": "...", "field": "..."?}} with 4xx/5xx.
 #include <optional>
 #include <stdexcept>
@@ -41,6 +45,9 @@ struct Request {
 struct Response {
   int status = 200;
   nlohmann::json body;
+  // A body that is not JSON (/metrics): sent as is when content_type is set.
+  std::string content_type{};
+  std::string text{};
 };
 
 /// A link change: only the fields given change.
@@ -113,6 +120,14 @@ class Controller {
   virtual nlohmann::json runs();
   virtual nlohmann::json run_status(const std::string& id);
   virtual nlohmann::json abort_run(const std::string& id);
+
+  /// The Prometheus text of everything this controller measures (GET /metrics). The
+  /// default answers 501.
+  virtual std::string metrics();
+  /// {"run": id|null, "now_s": s since the run's start, "windows": [{src, dst, pipeline, kind,
+  /// iteration, start_s, end_s|null, revoked}]}: windows open now or ended within the last
+  /// `horizon_s`. The default answers 501.
+  virtual nlohmann::json windows(double horizon_s);
 };
 
 /// Parses a link-change body; throws ApiError naming the offending field.

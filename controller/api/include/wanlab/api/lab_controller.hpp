@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "wanlab/api/handler.hpp"
+#include "wanlab/api/metrics.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/lab/state.hpp"
 #include "wanlab/lab/teardown.hpp"
@@ -49,6 +50,9 @@ struct UpOptions {
   // Agents (used by the daemon's run manager).
   std::optional<std::string> agents_tcp{};  // also accept agents on HOST:PORT (containers)
   std::string token{};                      // bearer token agents present over TCP
+  // Serve GET /metrics over TCP on HOST:PORT too (`up --metrics`); a non-loopback address
+  // needs `token`, which scrapers then present.
+  std::optional<std::string> metrics_listen{};
   bool spawn_agents = true;               // start agents in the nodes' namespaces for runs
   // Router-only lab (lab/router_only.hpp, containers): no namespaces are made; this process's
   // own namespace is the WAN router, on the interfaces that hold the DC gateways' addresses.
@@ -73,6 +77,9 @@ class LabController final : public Controller {
   nlohmann::json status() override;
   nlohmann::json set_link(const std::string& src, const std::string& dst, const LinkChange& change) override;
   nlohmann::json shutdown() override;
+  /// The lab's Prometheus series: links, the userspace engine, replays (api/metrics.hpp).
+  void write_metrics(MetricsText& out);
+  std::string metrics() override;
   /// Writes the state file if a `link set` changed the lab since the last write (the
   /// daemon calls this periodically, keeping the file off the request path).
   void persist_if_dirty();

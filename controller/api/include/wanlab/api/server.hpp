@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
@@ -28,6 +29,43 @@ class Server {
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
+
+/// HOST:PORT or [IPV6]:PORT, port 0-65535 (0: any free port). Throws std::invalid_argument
+/// saying what is wrong.
+std::pair<std::string, std::uint16_t> parse_host_port(const std::string& text);
+
+/// Whether HOST names this machine's loopback ("localhost", 127.0.0.0/8, ::1).
+bool is_loopback_host(const std::string& host);
+
+/// HTTP over TCP for what may leave the machine: `wanlab up --metrics HOST:PORT`. Serves only
+/// GET of `paths` ("/metrics"), never the control API. A non-loopback address needs a
+/// token; with one, every request must carry "Authorization: Bearer TOKEN" (401 otherwise).
+class TcpServer {
+ public:
+  /// Throws std::invalid_argument for a bad HOST:PORT or a non-loopback one without a token,
+  /// std::runtime_error where it cannot listen. Port 0: any free port (see port()).
+  TcpServer(boost::asio::io_context& ioc, const std::string& host_port, Controller& controller, std::string token,
+            std::vector<std::string> paths, std::chrono::milliseconds io_timeout = std::chrono::seconds(10));
+  ~TcpServer();
+  TcpServer(const TcpServer&) = delete;
+  TcpServer& operator=(const TcpServer&) = delete;
+  void close();
+  std::uint16_t port() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+struct HttpReply {
+  int status = 0;
+  std::string content_type;
+  std::string body;
+};
+/// GET http://HOST:PORT/target (with the bearer token, if any). Throws std::runtime_error
+/// if the server cannot be reached or does not answer within `timeout`.
+HttpReply http_get(const std::string& host_port, const std::string& target, const std::string& token = {},
+                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 /// One request to a controller. Throws std::runtime_error if it cannot be reached or does
 /// not answer within `timeout`; API errors come back as a Response with status >= 400.

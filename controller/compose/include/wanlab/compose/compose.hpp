@@ -28,6 +28,10 @@
 namespace wanlab::compose {
 
 inline constexpr int kAgentPort = 7070;
+/// With monitoring: the controller's /metrics, the dashboard and Prometheus.
+inline constexpr int kMetricsPort = 9464;
+inline constexpr int kDashboardPort = 8080;
+inline constexpr int kPrometheusPort = 9090;
 /// Nodes per DC in a compose lab: a /22 less network, gateway (the controller), broadcast
 /// and the bridge's own address.
 inline constexpr int kMaxComposeNodes = 1020;
@@ -39,6 +43,14 @@ struct ComposeOptions {
   std::string results = "./results";    // host folder (relative to the project, or absolute)
   std::string image = "wanlab:latest";
   std::string command;                  // the command that made the file, for its header
+  // --monitoring: the controller serves /metrics (port kMetricsPort, bearer token) on a
+  // `monitoring` network it shares with a Prometheus container (Debian's prometheus package,
+  // image built from docker/prometheus/Dockerfile) that scrapes it every second, and with a
+  // dashboard container (`wanlab dashboard`, reading the controller's socket through the
+  // shared /run/wanlab volume). Prometheus and the dashboard are published on the host's
+  // loopback only (127.0.0.1:kPrometheusPort, 127.0.0.1:kDashboardPort).
+  bool monitoring = false;
+  std::string prometheus_image = "wanlab-prometheus:latest";
 };
 
 /// The compose file. Throws std::invalid_argument naming the field and the reason where the

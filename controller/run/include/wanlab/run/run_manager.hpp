@@ -46,6 +46,10 @@ class RunManager {
   nlohmann::json abort(const std::string& id);
   /// Aborts a run in progress, stops listening, kills agents it started.
   void close();
+  /// The runs' Prometheus series (wanlab_run_*, wanlab_arbiter_*), appended to `out`.
+  void write_metrics(api::MetricsText& out);
+  /// The running run's windows (api::Controller::windows).
+  nlohmann::json windows(double horizon_s);
 
  private:
   struct Impl;
@@ -73,10 +77,14 @@ class DaemonController final : public api::Controller {
   nlohmann::json runs() override { return runs_.list(); }
   nlohmann::json run_status(const std::string& id) override { return runs_.status(id); }
   nlohmann::json abort_run(const std::string& id) override { return runs_.abort(id); }
+  /// The lab's series and the runs', then how long the previous scrape took to write.
+  std::string metrics() override;
+  nlohmann::json windows(double horizon_s) override { return runs_.windows(horizon_s); }
 
  private:
   api::LabController& lab_;
   RunManager& runs_;
+  double last_render_s_ = -1;  // the API's thread only
 };
 
 }  // namespace wanlab::run

@@ -80,6 +80,20 @@ class RunWindows {
   nlohmann::json accuracy() const;
   const arbiter::Arbiter& arbiter() const { return arbiter_; }
 
+  /// Per link that has gated flows, for /metrics: windows granted so far (ended or open),
+  /// open now, and the arbiter's queued bytes (its fluid queue) at `now`.
+  struct LinkWindowStats {
+    arbiter::LinkId link;
+    std::uint64_t granted = 0;
+    std::uint64_t open = 0;
+    std::uint64_t revoked = 0;
+    double queued_bytes = 0;
+  };
+  std::vector<LinkWindowStats> link_stats(arbiter::Nanos now) const;
+  /// Windows open at `now` or ended after `since`, as JSON rows (times in s since `origin`;
+  /// "end_s" null while open).
+  nlohmann::json recent_windows(arbiter::Nanos origin, arbiter::Nanos since, arbiter::Nanos now) const;
+
  private:
   // (iteration, sending stage, replica, receiving stage, program tag)
   using GroupKey = std::tuple<int, int, int, int, std::uint32_t>;
