@@ -659,9 +659,11 @@ std::string crosscheck_executors_markdown(const json& check) {
         "the variant, else the lab.\n\n## atlas/fair (iteration time ratio, same connections)\n\n";
   std::vector<std::string> pairs;
   const auto& by = check.value("by_executor", json::object());
-  for (const auto& e : order)
-    for (const auto& [k, _] : by.value(e, json::object()).value("ratios", json::object()).items())
-      if (std::find(pairs.begin(), pairs.end(), k) == pairs.end()) pairs.push_back(k);
+  for (const auto& e : order) {
+    const json ratios = by.value(e, json::object()).value("ratios", json::object());
+    for (auto it = ratios.begin(); it != ratios.end(); ++it)
+      if (std::find(pairs.begin(), pairs.end(), it.key()) == pairs.end()) pairs.push_back(it.key());
+  }
   md += "| variants |";
   for (const auto& e : order) md += fmt::format(" {} |", e);
   md += "\n| --- |";
@@ -675,9 +677,11 @@ std::string crosscheck_executors_markdown(const json& check) {
     }
     md += "\n";
   }
-  for (const auto& e : order)
-    for (const auto& s : by.value(e, json::object()).value("skipped", json::array()))
+  for (const auto& e : order) {
+    const json skipped = by.value(e, json::object()).value("skipped", json::array());
+    for (const auto& s : skipped)
       md += fmt::format("\n- {}: `{}` not run: {}", e, s.value("name", std::string{"?"}), s.value("reason", std::string{"?"}));
+  }
   md += "\n";
   return md;
 }
