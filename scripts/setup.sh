@@ -29,6 +29,9 @@ optional=(
   prometheus
   # the dashboard's test in headless Chromium
   chromium
+  # the ns-3 reference executor (`wanlab bench --mode ns3`, ctest tier ns3); without it the
+  # build leaves the executor out and the tier says SKIPPED with why
+  libns3-dev
 )
 
 missing=()

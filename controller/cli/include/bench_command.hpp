@@ -24,7 +24,8 @@ struct BenchArgs {
   bool keep_lab = false;
   bool quiet = false;
   bool plots_only = false;
-  std::string mode = "lab";  // lab, simulate, both
+  std::string mode = "lab";  // lab, simulate, both, ns3, or several joined by commas (bench::parse_modes)
+  std::optional<long> gpus;  // simulate and ns3 only: the scenario grown to this many GPUs
   int repeat = 1;            // lab runs per variant, in rounds
   double max_steal = 5;      // percent of CPU time; a run under more steal runs again (0: never)
   SimFlags sim;

@@ -1,6 +1,7 @@
 #pragma once
 // The pure part of `wanlab bench`: which variants a bench runs and what they are called,
 // the ratios against the baseline, and the markdown table of bench.json. No I/O.
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -152,5 +153,24 @@ nlohmann::json crosscheck(const nlohmann::json& lab, const nlohmann::json& sim);
 
 /// crosscheck.md: the table of crosscheck(), one row per variant, and the largest error.
 std::string crosscheck_markdown(const nlohmann::json& check);
+
+}  // namespace wanlab::cli::bench
+
+namespace wanlab::cli::bench {
+
+/// Executors a `--mode` list names: lab, simulate, ns3 ("both": lab and simulate), in that
+/// order, each once. Throws std::invalid_argument naming an unknown one or an empty list.
+std::vector<std::string> parse_modes(const std::string& mode);
+
+/// Several executors' bench.json objects (by executor: "lab", "simulate", "ns3") side by
+/// side (`wanlab bench --mode simulate,ns3` and the like): per variant that any ran,
+/// {name, policy, connections, iteration_s {executor: s}, reference, error {executor:
+/// s / reference's - 1}}, the reference being ns3 where it ran the variant, else the lab;
+/// per executor its atlas/fair ratios (atlas-kN / fair-kN iteration time, per N both ran)
+/// and its largest absolute error.
+nlohmann::json crosscheck_executors(const std::map<std::string, nlohmann::json>& benches);
+
+/// crosscheck.md of crosscheck_executors(): the table and each executor's atlas/fair ratios.
+std::string crosscheck_executors_markdown(const nlohmann::json& check);
 
 }  // namespace wanlab::cli::bench

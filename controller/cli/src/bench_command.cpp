@@ -1,7 +1,9 @@
 // bench: one scenario under several policies and numbers of connections, side by side.
 #include "bench_command.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,9 +13,11 @@
 #include "bench_report.hpp"
 #include "commands.hpp"
 #include "run_support.hpp"
+#include "ns3_command.hpp"
 #include "simulate_command.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/core/topology.hpp"
+#include "wanlab/sim/rescale.hpp"
 #include "wanlab/workload/baselines.hpp"
 #include "wanlab/workload/plan.hpp"
 #include "wanlab/workload/scenario.hpp"
@@ -236,6 +240,61 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
   return result;
 }
 
+// `--mode` with ns3 (alone or with lab and simulate): each executor into OUT (alone) or
+// OUT/lab, OUT/sim, OUT/ns3, then crosscheck.json and crosscheck.md side by side.
+int bench_executors(const BenchArgs& a, const std::vector<std::string>& modes, const workload::Scenario& scenario,
+                    const std::string& scenario_file, const core::Topology& topo,
+                    const std::vector<bench::Variant>& variants, const json& skipped,
+                    const std::optional<workload::Scenario>& dp_across, const std::vector<std::string>& policies,
+                    const std::vector<int>& connections, const fs::path& out) {
+  const bool alone = modes.size() == 1;
+  std::map<std::string, json> benches;
+  int rc = 0;
+  for (const auto& mode : modes) {
+    int mode_rc = 0;
+    try {
+      if (mode == "lab") {
+        auto lab = lab_variants(a, scenario, topo, variants, skipped, dp_across, policies, connections,
+                                alone ? out : out / "lab", mode_rc);
+        if (!lab.is_null()) benches["lab"] = std::move(lab);
+        if (mode_rc == 130) return mode_rc;
+      } else if (mode == "simulate") {
+        fmt::print("\nsimulating the variants\n");
+        benches["simulate"] = simulate_variants(scenario, scenario_file, topo, variants, dp_across, skipped, policies,
+                                                connections, a.sim, alone ? out : out / "sim", mode_rc);
+      } else {
+        fmt::print("\nrunning the variants in the ns-3 reference (minutes each)\n");
+        std::fflush(stdout);
+        benches["ns3"] = ns3_variants(scenario, scenario_file, topo, variants, dp_across, skipped, policies,
+                                      connections, parse_sim_flags(a.sim).compute_jitter, alone ? out : out / "ns3",
+                                      mode_rc);
+      }
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "wanlab: bench: {}: {}\n", mode, e.what());
+      mode_rc = 1;
+    }
+    rc = rc != 0 ? rc : mode_rc;
+  }
+  if (alone) {
+    if (!benches.empty())
+      fmt::print("\n{}\nresults: {}/bench.json, bench.md, one run folder per variant\n",
+                 bench::markdown(benches.begin()->second), out.string());
+    return rc;
+  }
+  if (benches.empty()) return rc != 0 ? rc : 1;
+  const auto check = bench::crosscheck_executors(benches);
+  const auto md = bench::crosscheck_executors_markdown(check);
+  try {
+    write_text_file(out / "crosscheck.json", check.dump(2) + "\n");
+    write_text_file(out / "crosscheck.md", md);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+    return 1;
+  }
+  fmt::print("\n{}\nresults: {}/{{lab,sim,ns3}}, crosscheck.json, crosscheck.md\n", md, out.string());
+  return rc;
+}
+
 }  // namespace
 
 int cmd_bench(const BenchArgs& a) {
@@ -245,7 +304,16 @@ int cmd_bench(const BenchArgs& a) {
   core::Topology topo;
   std::vector<std::string> policies;
   std::vector<int> connections;
+  std::vector<std::string> modes;
   try {
+    modes = bench::parse_modes(a.mode);
+    if (std::find(modes.begin(), modes.end(), "ns3") != modes.end()) {
+      if (const auto why = ns3_unavailable()) throw std::invalid_argument(fmt::format("--mode {}: {}", a.mode, *why));
+    }
+    if (a.gpus && std::find(modes.begin(), modes.end(), "lab") != modes.end())
+      throw std::invalid_argument(fmt::format("--gpus {}: only for the executors without a lab (--mode simulate, ns3 "
+                                              "or simulate,ns3); the lab runs the GPUs its topology has",
+                                              *a.gpus));
     if (a.mode != "lab") (void)parse_sim_flags(a.sim);
     if (a.mode == "simulate" && a.repeat > 1)
       throw std::invalid_argument(
@@ -257,6 +325,15 @@ int cmd_bench(const BenchArgs& a) {
     topo = core::load_topology(scenario.topology_path);
     connections =
         a.connections ? bench::parse_connections(*a.connections) : bench::default_connections(scenario.connections);
+    if (a.gpus) {
+      try {
+        auto r = sim::rescale_gpus(scenario, topo, *a.gpus);
+        scenario = std::move(r.scenario);
+        topo = std::move(r.topology);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(fmt::format("--gpus: {}", e.what()));
+      }
+    }
     (void)workload::build_plan(scenario, topo);  // placement refusals, before anything is built
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "wanlab: bench: {}\n", e.what());
@@ -281,7 +358,8 @@ int cmd_bench(const BenchArgs& a) {
   const auto dp_across = dp_across_dcs_variant(scenario, topo, variants, skipped, "running");
 
   // A lab that is up is used through its API (a router-only lab's too); bringing one up needs more.
-  if (a.mode != "simulate" && !lab_running(topo.name) && !check_privileges("bench")) return 1;
+  const bool with_lab = std::find(modes.begin(), modes.end(), "lab") != modes.end();
+  if (with_lab && !lab_running(topo.name) && !check_privileges("bench")) return 1;
   const auto scenario_file = fs::absolute(a.scenario).lexically_normal().string();
   const fs::path out =
       fs::absolute(a.out ? fs::path(*a.out) : fs::path("bench-results") / (scenario.name + "-" + timestamp()));
@@ -304,6 +382,9 @@ int cmd_bench(const BenchArgs& a) {
              variants.size() == 1 ? "" : "s", names, baseline, out.string());
 
   int rc = 0;
+  if (std::find(modes.begin(), modes.end(), "ns3") != modes.end())
+    return bench_executors(a, modes, scenario, scenario_file, topo, variants, skipped, dp_across, policies,
+                           connections, out);
   if (a.mode == "simulate") {
     try {
       const auto result = simulate_variants(scenario, scenario_file, topo, variants, dp_across, skipped, policies,

@@ -643,3 +643,152 @@ std::string crosscheck_markdown(const json& check) {
 }
 
 }  // namespace wanlab::cli::bench
+
+namespace wanlab::cli::bench {
+
+std::vector<std::string> parse_modes(const std::string& mode) {
+  static const std::vector<std::string> known = {"lab", "simulate", "ns3"};
+  std::vector<bool> on(known.size(), false);
+  std::size_t start = 0;
+  bool any = false;
+  while (start <= mode.size()) {
+    const auto comma = mode.find(',', start);
+    const auto word = mode.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (word == "both") {
+      on[0] = on[1] = true;
+    } else {
+      const auto it = std::find(known.begin(), known.end(), word);
+      if (it == known.end())
+        throw std::invalid_argument(
+            fmt::format("--mode {}: unknown executor '{}': give lab, simulate, ns3 or both, or several joined by commas",
+                        mode, word));
+      on[static_cast<std::size_t>(it - known.begin())] = true;
+    }
+    any = true;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < known.size(); ++i)
+    if (on[i]) out.push_back(known[i]);
+  if (!any || out.empty()) throw std::invalid_argument(fmt::format("--mode {}: give lab, simulate, ns3 or both", mode));
+  return out;
+}
+
+json crosscheck_executors(const std::map<std::string, json>& benches) {
+  std::vector<std::string> order;
+  for (const char* e : {"lab", "simulate", "ns3"})
+    if (benches.contains(e)) order.push_back(e);
+  // Variant names in the order the first executor that ran them lists them.
+  std::vector<std::string> names;
+  std::map<std::string, json> meta;
+  std::map<std::string, std::map<std::string, double>> times;  // variant -> executor -> s
+  for (const auto& e : order)
+    for (const auto& v : benches.at(e).value("variants", json::array())) {
+      const auto name = v.value("name", std::string{});
+      if (!meta.contains(name)) {
+        names.push_back(name);
+        meta[name] = {{"policy", v.value("policy", std::string{})}, {"connections", v.value("connections", 1)},
+                      {"placement", v.value("placement", std::string{kAtlasRule})}};
+      }
+      const auto& s = v.contains("summary") ? v.at("summary") : json::object();
+      const auto t = v.contains("repeat") ? number(v.at("repeat"), "/iteration_time_s/mean")
+                                          : number(s, "/iteration_time_s/mean");
+      if (t && *t > 0) times[name][e] = *t;
+    }
+  json rows = json::array();
+  std::map<std::string, double> worst;
+  for (const auto& name : names) {
+    const auto& t = times[name];
+    std::string reference = t.contains("ns3") ? "ns3" : t.contains("lab") ? "lab" : "";
+    json row = meta[name];
+    row["name"] = name;
+    row["iteration_s"] = json::object();
+    for (const auto& [e, s] : t) row["iteration_s"][e] = s;
+    row["reference"] = reference.empty() ? json() : json(reference);
+    row["error"] = json::object();
+    if (!reference.empty())
+      for (const auto& [e, s] : t) {
+        if (e == reference) continue;
+        const double err = s / t.at(reference) - 1;
+        row["error"][e] = err;
+        worst[e] = std::max(worst[e], std::abs(err));
+      }
+    rows.push_back(std::move(row));
+  }
+  json executors = json::object();
+  for (const auto& e : order) {
+    json ratios = json::object();
+    for (const auto& name : names) {
+      const auto& m = meta[name];
+      if (m.value("policy", std::string{}) == "fair") continue;
+      const auto fair = variant_name("fair", m.value("connections", 1), m.value("placement", std::string{kAtlasRule}));
+      const auto& t = times[name];
+      const auto ft = times.find(fair);
+      if (t.contains(e) && ft != times.end() && ft->second.contains(e))
+        ratios[fmt::format("{}/{}", name, fair)] = t.at(e) / ft->second.at(e);
+    }
+    executors[e] = {{"ratios", ratios},
+                    {"max_abs_error", worst.contains(e) ? json(worst[e]) : json()},
+                    {"skipped", benches.at(e).value("skipped", json::array())}};
+  }
+  const auto& first = benches.at(order.front());
+  return {{"scenario", first.value("scenario", std::string{"?"})},
+          {"gpus", first.value("gpus", json())},
+          {"executors", order},
+          {"variants", rows},
+          {"by_executor", executors}};
+}
+
+std::string crosscheck_executors_markdown(const json& check) {
+  const auto order = check.value("executors", std::vector<std::string>{});
+  std::string md = fmt::format("# wanlab bench: {}, executors side by side\n\n", check.value("scenario", std::string{"?"}));
+  md += "| variant |";
+  for (const auto& e : order) md += fmt::format(" {} (s) |", e);
+  for (const auto& e : order) md += fmt::format(" {} error (%) |", e);
+  md += "\n| --- |";
+  for (std::size_t i = 0; i < 2 * order.size(); ++i) md += " ---: |";
+  md += "\n";
+  for (const auto& v : check.value("variants", json::array())) {
+    md += fmt::format("| {} |", v.value("name", std::string{"?"}));
+    const auto& t = v.value("iteration_s", json::object());
+    const auto& err = v.value("error", json::object());
+    for (const auto& e : order) md += fmt::format(" {} |", t.contains(e) ? fmt::format("{:.3f}", t.at(e).get<double>()) : "n/a");
+    for (const auto& e : order)
+      md += fmt::format(" {} |", err.contains(e) ? fmt::format("{:+.1f}", 100 * err.at(e).get<double>())
+                                 : v.value("reference", json()) == e ? "(reference)"
+                                                                      : "n/a");
+    md += "\n";
+  }
+  md += "\nError = the executor's mean iteration time / the reference's - 1; the reference is ns3 where it ran "
+        "the variant, else the lab.\n\n## atlas/fair (iteration time ratio, same connections)\n\n";
+  std::vector<std::string> pairs;
+  const auto& by = check.value("by_executor", json::object());
+  for (const auto& e : order) {
+    const json ratios = by.value(e, json::object()).value("ratios", json::object());
+    for (auto it = ratios.begin(); it != ratios.end(); ++it)
+      if (std::find(pairs.begin(), pairs.end(), it.key()) == pairs.end()) pairs.push_back(it.key());
+  }
+  md += "| variants |";
+  for (const auto& e : order) md += fmt::format(" {} |", e);
+  md += "\n| --- |";
+  for (std::size_t i = 0; i < order.size(); ++i) md += " ---: |";
+  md += "\n";
+  for (const auto& p : pairs) {
+    md += fmt::format("| {} |", p);
+    for (const auto& e : order) {
+      const auto r = by.value(e, json::object()).value("ratios", json::object());
+      md += fmt::format(" {} |", r.contains(p) ? fmt::format("{:.3f}", r.at(p).get<double>()) : "n/a");
+    }
+    md += "\n";
+  }
+  for (const auto& e : order) {
+    const json skipped = by.value(e, json::object()).value("skipped", json::array());
+    for (const auto& s : skipped)
+      md += fmt::format("\n- {}: `{}` not run: {}", e, s.value("name", std::string{"?"}), s.value("reason", std::string{"?"}));
+  }
+  md += "\n";
+  return md;
+}
+
+}  // namespace wanlab::cli::bench

@@ -115,8 +115,22 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--mode", bench.mode,
                         "lab: run the variants in the lab (default); simulate: in the flow-level simulator (no lab, "
                         "no root); both: in the lab (OUT/lab) and the simulator (OUT/sim), then print and write "
-                        "the simulator's error per variant (OUT/crosscheck.md, crosscheck.json)")
-      ->check(CLI::IsMember({"lab", "simulate", "both"}));
+                        "the simulator's error per variant (OUT/crosscheck.md, crosscheck.json); ns3: in the packet-level "
+                        "ns-3 reference (minutes per variant; docs/crosscheck.md). Several joined by commas (e.g. "
+                        "simulate,ns3) run each into OUT/lab, OUT/sim, OUT/ns3 and compare them in OUT/crosscheck.md and "
+                        "crosscheck.json (each executor's error against ns-3, or the lab where ns-3 did not run, and its "
+                        "atlas/fair ratios)")
+      ->check([](const std::string& m) {
+        try {
+          (void)bench::parse_modes(m);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
+  bench_cmd->add_option("--gpus", bench.gpus,
+                        "Executors without a lab (simulate, ns3): grow the scenario to N GPUs as `wanlab simulate "
+                        "--gpus` does");
   bench_cmd->add_option("--repeat", bench.repeat,
                         "Lab runs per variant (default 1), in rounds that run every variant once (in the listed order in odd "
                         "rounds, reversed in even ones, so a steady drift of the machine cancels out of paired figures over "

@@ -1,0 +1,110 @@
+// The ns-3 reference executor against a closed form (one WAN transfer) and the simulator
+// (a tiny two-DC pipeline), and what it refuses.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "test_workload_fixtures.hpp"
+#include "wanlab/ns3ref/reference.hpp"
+#include "wanlab/sim/simulator.hpp"
+#include "wanlab/workload/plan.hpp"
+
+namespace {
+
+using namespace wanlab;
+
+// DCs a and b, one node each (1 Gbit/s, RTT 20 ms), two stages.
+workload::Plan two_dc(int micro_batches, const workload::ModelSpec& model) {
+  auto topo = workload::testing::lab({{{"name", "a"}, {"nodes", 1}, {"gpus_per_node", 1}},
+                                      {{"name", "b"}, {"nodes", 1}, {"gpus_per_node", 1}}});
+  auto s = workload::testing::scenario(2, 1, 1, micro_batches);
+  s.model = model;
+  s.iterations = 2;
+  s.warmup = 0;
+  s.connections = 1;
+  return workload::build_plan(s, topo);
+}
+
+double iteration_s(const std::vector<program::WorkerReport>& groups, int iteration) {
+  std::int64_t start = -1, end = 0;
+  for (const auto& g : groups) {
+    const auto& it = g.iterations.at(static_cast<std::size_t>(iteration));
+    start = start < 0 ? it.start_ns : std::min(start, it.start_ns);
+    end = std::max(end, it.end_ns);
+  }
+  return static_cast<double>(end - start) / 1e9;
+}
+
+}  // namespace
+
+TEST_CASE("ns-3 reference: one WAN transfer takes size / rate plus its slow start's round trips", "[ns3]") {
+  auto plan = two_dc(1, workload::testing::small_model());
+  constexpr std::uint64_t kBytes = 20'000'000;
+  plan.scenario.iterations = 1;
+  plan.programs[0].ops = {program::Op{program::OpKind::send, 0, 0, 1, kBytes, 0, {}}};
+  plan.programs[1].ops = {program::Op{program::OpKind::recv, 0, 0, 0, kBytes, 0, {}}};
+  ns3ref::Options o;
+  o.compute_jitter = 0;
+  const auto r = ns3ref::run(plan, o);
+  const double t = static_cast<double>(r.run.groups.at(1).iterations.at(0).end_ns) / 1e9;
+  // On the wire: full frames of 1514 bytes per 1448 of payload at 1 Gbit/s, then 10 ms to
+  // arrive; slow start from 10 segments to the 2.5 MB path (BDP) takes about
+  // log2(1727 / 10) = 7.4 round trips, part of which the link is busy anyway.
+  const double wire = kBytes * 1514.0 / 1448.0 * 8 / 1e9;
+  const double rtt = 0.020;
+  INFO("transfer took " << t << " s; size / rate " << wire << " s");
+  CHECK(t >= wire + rtt / 2);
+  CHECK(t <= wire + rtt / 2 + 8 * rtt);
+  // Slow start alone accounts for at least 3 round trips more than the wire time here.
+  CHECK(t >= wire + rtt / 2 + 3 * rtt);
+  // Link totals: the payload, and at least its frames on the wire.
+  CHECK(r.run.wan.at(0).payload_bytes == Approx(static_cast<double>(kBytes)));
+  CHECK(r.run.wan.at(0).wire_bytes >= static_cast<double>(kBytes) * 1514.0 / 1448.0 * 0.999);
+  CHECK(r.queues.at(0).drops == 0);
+  CHECK(r.connections == 1);
+}
+
+TEST_CASE("ns-3 reference: a tiny two-DC pipeline matches the simulator", "[ns3]") {
+  auto model = workload::testing::small_model();
+  model.layers = 4;
+  model.hidden = 2048;
+  model.heads = 16;
+  model.kv_heads = 16;
+  model.ffn_hidden = 5504;
+  model.seq_len = 1024;
+  for (const char* policy : {"fair", "atlas"}) {
+    auto plan = two_dc(4, model);
+    plan.scenario.policy = policy;
+    ns3ref::Options o;
+    const auto ref = ns3ref::run(plan, o);
+    const auto sim = sim::simulate(plan);
+    // The second iteration (the first is a warm-up in every shipped scenario: its
+    // connections come out of their first slow start).
+    const double a = iteration_s(ref.run.groups, 1);
+    const double b = iteration_s(sim.groups, 1);
+    INFO(policy << " iteration 1: ns-3 " << a << " s, simulator " << b << " s");
+    CHECK(b == Approx(a).epsilon(0.10));
+    CHECK(ref.run.wan.at(0).payload_bytes == Approx(sim.wan.at(0).payload_bytes));
+    if (std::string(policy) == "atlas") CHECK_FALSE(ref.run.windows.empty());
+  }
+}
+
+TEST_CASE("ns-3 reference: refuses what it cannot express, in one line", "[ns3]") {
+  auto plan = two_dc(1, workload::testing::small_model());
+  plan.topology.links[0].params.jitter = std::chrono::milliseconds(1);
+  const auto why = ns3ref::unsupported(plan);
+  REQUIRE(why);
+  CHECK(why->find("lacks WAN jitter") != std::string::npos);
+  CHECK(why->find('\n') == std::string::npos);
+  CHECK_THROWS_WITH(ns3ref::run(plan), *why);
+
+  auto asym = two_dc(1, workload::testing::small_model());
+  asym.topology.links[1].params.delay = std::chrono::milliseconds(3);
+  CHECK(ns3ref::unsupported(asym).value_or("").find("asymmetric delays") != std::string::npos);
+
+  auto lan = two_dc(1, workload::testing::small_model());
+  lan.topology.lan.rate.bps = 10'000'000'000ULL;
+  CHECK(ns3ref::unsupported(lan).value_or("").find("limited LAN") != std::string::npos);
+
+  CHECK_FALSE(ns3ref::unsupported(two_dc(1, workload::testing::small_model())));
+}
