@@ -70,10 +70,11 @@ std::string compose_file(const core::Topology& topo, const ComposeOptions& optio
 ///     on that port, and its userspace engine learns each node's hardware address from the
 ///     frames the node sends (the overlay's own address is kept: remote hosts' VXLAN tables
 ///     know only it);
-///   - each node service runs `wanlab node-setup ... --swarm controller`: it adds the plan's
-///     address (/22) to its interface, drops the overlay's /23 route so that everything it
-///     sends leaves from the plan address, and routes the other DCs via the controller's
-///     address in its DC (resolved by name); then wanlab-agent connects to tcp:controller:7070.
+///   - each node service runs `wanlab node-setup --swarm controller ...`: it makes the plan's
+///     address the primary of the DC's /22 on its interface (Docker's a secondary of it, so
+///     everything it sends leaves from the plan's address), and routes the other DCs via the
+///     controller's address in its DC (resolved by name); then wanlab-agent connects to
+///     tcp:controller:7070.
 ///   Agents, runs and `wanlab status` then see the plan's addresses, as in compose labs.
 /// Placement: ComposeOptions::hosts, else node labels. The topology, the scenario and the
 /// topology's traces are Docker configs at their project paths under /wanlab; the controller's
