@@ -23,7 +23,7 @@
 # with its summary checked (iterations, WAN bytes within 2 % of the scenario's); `docker
 # stack rm`, and checks that no service, container, network or config of the stack is left;
 # the results volume, the labels, the image made here and the swarm made here are removed
-# (`docker swarm leave --force`).
+# (`docker swarm leave --force`, and docker_gwbridge where the swarm made it).
 #
 # Where Docker cannot run (not root, no docker or jq, dockerd does not start, no swarm can be
 # made) it prints "SKIPPED: <reason>" and exits 77, which ctest reports as skipped. Once
@@ -138,6 +138,7 @@ fi
 
 swarm_state=$("${docker[@]}" info --format '{{.Swarm.LocalNodeState}}' 2>/dev/null || echo unknown)
 made_swarm=0
+made_gwbridge=0
 node_id=
 labelled=()
 made_image=0
@@ -161,6 +162,10 @@ cleanup() {
   ((made_image)) && { "${docker[@]}" image rm "$image" >/dev/null 2>&1 || true; }
   if ((made_swarm)); then
     "${docker[@]}" swarm leave --force >/dev/null 2>&1 && echo "swarm: left the swarm made here (docker swarm leave --force)"
+    # `swarm init` made docker_gwbridge where there was none; leaving keeps it.
+    if ((made_gwbridge)); then
+      "${docker[@]}" network rm docker_gwbridge >/dev/null 2>&1 && echo "swarm: removed docker_gwbridge (made by the swarm)"
+    fi
   fi
   stop_dockerd
   exit $rc
@@ -173,7 +178,9 @@ stack_leftovers() {
   "${docker[@]}" config ls -q --filter "label=com.docker.stack.namespace=$lab"
 }
 
+made_gwbridge=0
 if [[ $swarm_state != active ]]; then
+  "${docker[@]}" network inspect docker_gwbridge >/dev/null 2>&1 || made_gwbridge=1
   [[ $swarm_state == inactive ]] || skip "this Docker daemon's swarm state is '$swarm_state' (neither inactive nor active)"
   if ! out=$("${docker[@]}" swarm init --advertise-addr 127.0.0.1 --listen-addr 127.0.0.1:2377 2>&1); then
     echo "$out" | tail -3
