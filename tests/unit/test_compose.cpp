@@ -4,6 +4,7 @@
 
 #include "golden.hpp"
 #include "wanlab/compose/compose.hpp"
+#include "wanlab/core/address_plan.hpp"
 #include "wanlab/core/topology.hpp"
 
 using namespace wanlab;
@@ -95,4 +96,58 @@ TEST_CASE("topologies a compose lab cannot be", "[unit][compose]") {
   CHECK_THROWS_WITH(compose::compose_file(big, o), Contains("/dcs/1/nodes: DC euw has 1021 nodes"));
   big.dcs[1].nodes = compose::kMaxComposeNodes;
   CHECK_NOTHROW(compose::compose_file(big, o));
+}
+
+TEST_CASE("the swarm stack of a lab matches its golden file", "[unit][compose][swarm]") {
+  compose::ComposeOptions o;
+  o.topology = "topologies/t.json";
+  o.scenario = "bench/scenarios/t-1b.json";
+  o.command = "wanlab compose topologies/t.json --scenario bench/scenarios/t-1b.json --swarm";
+  test::check_golden("stack-two-dc.yml", compose::stack_file(two_dc(), o));
+  const auto y = compose::stack_file(two_dc(), o);
+  // No static address anywhere: Swarm ignores them; the overlays' subnets are the upper /23s.
+  CHECK_THAT(y, !Contains("ipv4_address"));
+  CHECK_THAT(y, Contains("subnet: 198.18.2.0/23") && Contains("subnet: 198.18.6.0/23"));
+  CHECK_THAT(y, Contains("driver: overlay") && Contains("attachable: true") && Contains("internal: true"));
+  CHECK_THAT(y, Contains("endpoint_mode: dnsrr"));
+  CHECK_THAT(y, Contains(R"("--router-only", "--swarm")"));
+  CHECK_THAT(y, Contains(R"("node-setup", "--swarm", "controller", "topologies/t.json", "use-1")"));
+  CHECK_THAT(y, Contains(R"("tcp:controller:7070")"));
+  CHECK_THAT(y, Contains(R"(constraints: ["node.labels.wanlab.euw == true"])"));
+  CHECK_THAT(y, Contains(R"(file: "./bench/scenarios/t-1b.json")"));
+  CHECK_THAT(y, Contains(R"(name: "t-results")"));
+
+  SECTION("hosts named per DC or for the controller replace the labels") {
+    o.hosts = {{"euw", "gpu-box-2"}, {"controller", "mgr"}};
+    o.project = "/srv/wanlab";
+    const auto h = compose::stack_file(two_dc(), o);
+    CHECK_THAT(h, Contains(R"(constraints: ["node.hostname == gpu-box-2"])"));
+    CHECK_THAT(h, Contains(R"(constraints: ["node.hostname == mgr"])"));
+    CHECK_THAT(h, Contains(R"(constraints: ["node.labels.wanlab.use == true"])"));
+    CHECK_THAT(h, Contains(R"(file: "/srv/wanlab/topologies/t.json")"));
+  }
+  SECTION("without a scenario the controller only brings the lab up") {
+    o.scenario.reset();
+    o.command = "wanlab compose topologies/t.json --swarm";
+    CHECK_THAT(compose::stack_file(two_dc(), o), !Contains("--then") && !Contains("bench/scenarios"));
+  }
+  SECTION("traces are configs too") {
+    o.traces = {"traces/a.csv"};
+    CHECK_THAT(compose::stack_file(two_dc(), o),
+               Contains(R"(target: "/wanlab/traces/a.csv")") && Contains(R"(file: "./traces/a.csv")"));
+  }
+}
+
+TEST_CASE("topologies and placements a swarm stack refuses", "[unit][compose][swarm]") {
+  compose::ComposeOptions o;
+  o.topology = "topologies/t.json";
+  CHECK_THROWS_WITH(compose::stack_file(two_dc(R"({"rate": "1Gbit"})"), o),
+                    Contains("topologies/t.json: /lan: a swarm lab cannot shape the LAN"));
+  auto big = two_dc();
+  big.dcs[0].nodes = core::kMaxSwarmNodesPerDc + 1;
+  CHECK_THROWS_WITH(compose::stack_file(big, o), Contains("/dcs/0/nodes: DC use has 510 nodes; a swarm lab has at most 509"));
+  big.dcs[0].nodes = core::kMaxSwarmNodesPerDc;
+  CHECK_NOTHROW(compose::stack_file(big, o));
+  o.hosts = {{"usw", "h1"}};
+  CHECK_THROWS_WITH(compose::stack_file(two_dc(), o), Contains("--host usw=h1: lab t has no DC usw; name one of controller, use, euw"));
 }

@@ -179,3 +179,71 @@ TEST_CASE("node hardware addresses follow the address plan", "[unit][router-only
   CHECK(core::mac_text(core::node_mac(1, 2)) == "02:57:4c:12:04:04");
   CHECK(core::mac_text(core::node_mac(63, 1020)) == "02:57:4c:12:ff:fe");
 }
+
+TEST_CASE("a swarm lab's router finds its ports by the DCs' subnets, Docker having chosen the addresses",
+          "[unit][router-only][swarm]") {
+  const auto topo = small_topology();
+  // Docker's addresses: the upper /23 of each DC's /22, interfaces in another order.
+  const std::vector<netlink::InterfaceAddress> addrs = {{"lo", ip("127.0.0.1"), 8},
+                                                        {"eth0", ip("198.18.10.7"), 23},
+                                                        {"eth1", ip("198.18.2.3"), 23},
+                                                        {"eth2", ip("198.18.6.2"), 23}};
+  CHECK(lab::find_swarm_router_ports(topo, addrs) == std::vector<std::string>{"eth1", "eth2", "eth0"});
+  // A compose lab's router would look for the gateways' addresses and find none.
+  CHECK_THROWS_WITH(lab::find_router_ports(topo, addrs), Contains("no interface here holds the router address"));
+  auto without_euw = addrs;
+  without_euw.erase(without_euw.begin() + 3);
+  CHECK_THROWS_WITH(lab::find_swarm_router_ports(topo, without_euw),
+                    Contains("DC euw (an address in 198.18.4.0/22)") && Contains("eth1 198.18.2.3/23"));
+  // A wider prefix (another network's) does not count.
+  const std::vector<netlink::InterfaceAddress> wide = {{"eth0", ip("198.18.2.3"), 16}};
+  CHECK_THROWS(lab::find_swarm_router_ports(topo, wide));
+
+  lab::PlanOptions o;
+  o.backend = lab::Backend::userspace;
+  const auto plan = lab::plan_swarm_router(topo, {"eth1", "eth2", "eth0"}, o);
+  std::vector<std::string> routes;
+  for (const auto& op : plan.ops)
+    if (const auto* r = std::get_if<lab::AddRoute>(&op))
+      routes.push_back(fmt::format("{} via {} dev {}", r->dst.to_string(), r->via.to_string(), r->ifname));
+  CHECK(routes == std::vector<std::string>{"198.18.0.0/22 via 0.0.0.0 dev eth1", "198.18.4.0/22 via 0.0.0.0 dev eth2",
+                                           "198.18.8.0/22 via 0.0.0.0 dev eth0"});
+  CHECK(plan.ops.size() == lab::plan_router(topo, {"eth1", "eth2", "eth0"}, o).ops.size() + 3);
+}
+
+TEST_CASE("a swarm lab's node adds the plan's address and routes via the router's resolved address",
+          "[unit][router-only][swarm]") {
+  const auto topo = small_topology();
+  const std::vector<netlink::InterfaceAddress> addrs = {{"lo", ip("127.0.0.1"), 8}, {"eth0", ip("198.18.2.9"), 23}};
+  CHECK(lab::find_swarm_node_interface(topo, "use-1", addrs) == "eth0");
+  CHECK_THROWS_WITH(lab::find_swarm_node_interface(topo, "euw-0", addrs),
+                    Contains("no interface here is on DC euw's network 198.18.4.0/22"));
+  const core::Ipv4 router{ip("198.18.3.17")};
+  check_golden("swarm-node-use-1.txt",
+               render(lab::plan_swarm_node(topo, "use-1", "eth0", router, lab::Backend::userspace)));
+  const auto plan = lab::plan_swarm_node(topo, "use-1", "eth0", router, lab::Backend::kernel);
+  bool mac = false;
+  int routes = 0;
+  for (const auto& op : plan.ops) {
+    mac = mac || std::holds_alternative<lab::SetMac>(op);  // remote VXLAN tables know Docker's only
+    if (const auto* r = std::get_if<lab::AddRoute>(&op)) {
+      CHECK(r->via == router);
+      ++routes;
+    }
+  }
+  CHECK_FALSE(mac);
+  CHECK(routes == 2);
+  CHECK_THROWS_WITH(lab::plan_swarm_node(topo, "euw-0", "eth0", router, lab::Backend::kernel),
+                    Contains("the router's address 198.18.3.17 is not on DC euw's network 198.18.4.0/22"));
+}
+
+TEST_CASE("swarm task addresses take the upper half of each DC's /22, clear of the plan's nodes",
+          "[unit][router-only][swarm]") {
+  CHECK(core::swarm_task_subnet(0).to_string() == "198.18.2.0/23");
+  CHECK(core::swarm_task_subnet(2).to_string() == "198.18.10.0/23");
+  for (int dc : {0, 5, 63}) {
+    CHECK(core::dc_subnet(dc).contains(core::swarm_task_subnet(dc).address));
+    CHECK_FALSE(core::swarm_task_subnet(dc).contains(core::node_address(dc, core::kMaxSwarmNodesPerDc - 1)));
+    CHECK(core::swarm_task_subnet(dc).contains(core::node_address(dc, core::kMaxSwarmNodesPerDc + 1)));
+  }
+}

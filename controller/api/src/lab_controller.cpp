@@ -71,9 +71,11 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
   if (options.router_only) {
     // The ports are found (and their forwarding settings read) before anything changes.
     auto& here = kernel_->socket(lab::kOwnNetns);
-    state_.router_ports = lab::find_router_ports(topo_, here.ipv4_addresses());
+    state_.router_ports = options.swarm ? lab::find_swarm_router_ports(topo_, here.ipv4_addresses())
+                                        : lab::find_router_ports(topo_, here.ipv4_addresses());
     for (const auto& port : state_.router_ports) forwarding_before_.push_back(here.ipv4_forwarding(port));
-    plan = lab::plan_router(topo_, state_.router_ports, plan_options);
+    plan = options.swarm ? lab::plan_swarm_router(topo_, state_.router_ports, plan_options)
+                         : lab::plan_router(topo_, state_.router_ports, plan_options);
   } else {
     plan = lab::plan_lab(topo_, plan_options);
   }
@@ -100,7 +102,7 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
                                                         state_.router_ports);
     } else if (options.router_only) {
       shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, state_.router_ports, options.seed,
-                                                           engine_sched);
+                                                           engine_sched, options.swarm);
     } else {
       std::vector<const netlink::Netns*> gateways;
       for (const auto& dc : topo_.dcs) gateways.push_back(&kernel_->netns(lab::ns_gateway(topo_.name, dc.name)));

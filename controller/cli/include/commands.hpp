@@ -18,6 +18,7 @@ struct UpArgs {
   std::string token;
   bool no_spawn_agents = false;
   bool router_only = false;        // containers: this namespace is the WAN router (lab/router_only.hpp)
+  bool swarm = false;              // with router_only: a swarm stack's router (ports by DC subnet)
   std::optional<std::string> then;  // with --foreground: a command line to run once the lab is up
   std::string engine_sched = "fifo:50";  // the userspace engine thread's scheduling (wanlab::parse_thread_sched)
   std::optional<int> engine_cpu;         // ... and the CPU it is pinned to
@@ -26,7 +27,7 @@ int cmd_up(const UpArgs& a);
 /// Prepares this namespace (a container) as node NODE of a router-only lab, then execs
 /// `exec_argv` (if any).
 int cmd_node_setup(const std::string& topology, const std::string& node, const std::string& backend,
-                   const std::vector<std::string>& exec_argv);
+                   const std::optional<std::string>& swarm_router, const std::vector<std::string>& exec_argv);
 
 struct ComposeArgs {
   std::string topology;
@@ -35,8 +36,10 @@ struct ComposeArgs {
   bool no_bench = false;
   bool monitoring = false;  // Prometheus and the dashboard beside the lab
   std::string project = ".";
+  bool swarm = false;               // a Docker Swarm stack file instead (compose::stack_file)
+  std::vector<std::string> hosts;   // swarm: "DC=HOST" or "controller=HOST" placements
 };
-/// Prints the docker-compose file of a lab.
+/// Prints the docker-compose file of a lab (or its swarm stack file).
 int cmd_compose(const ComposeArgs& a, const std::string& command_line);
 int cmd_down(const std::optional<std::string>& lab);
 int cmd_status(const std::optional<std::string>& lab, bool json);

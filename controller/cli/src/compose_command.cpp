@@ -1,4 +1,5 @@
 // compose: the docker-compose file of a lab (compose/compose.hpp, docs/docker.md).
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -54,7 +55,21 @@ int cmd_compose(const ComposeArgs& a, const std::string& command_line) {
     const auto trace = in_project(a.project, *l.trace, "traces", fmt::format("the trace of {} ({})", l.json_path,
                                                                              topo.source_file));
     if (!trace) return 2;
+    if (std::find(o.traces.begin(), o.traces.end(), *trace) == o.traces.end()) o.traces.push_back(*trace);
   }
+  if (!a.hosts.empty() && !a.swarm) {
+    fmt::print(stderr, "wanlab: compose: --host places services of a swarm stack: add --swarm\n");
+    return 2;
+  }
+  for (const auto& h : a.hosts) {
+    const auto eq = h.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      fmt::print(stderr, "wanlab: compose: --host {}: expected DC=HOST or controller=HOST\n", h);
+      return 2;
+    }
+    o.hosts[h.substr(0, eq)] = h.substr(eq + 1);
+  }
+  o.project = a.project;
   if (a.scenario) {
     try {
       const auto scenario = workload::load_scenario(*a.scenario);
@@ -72,7 +87,7 @@ int cmd_compose(const ComposeArgs& a, const std::string& command_line) {
     if (!o.scenario) return 2;
   }
   try {
-    fmt::print("{}", compose::compose_file(topo, o));
+    fmt::print("{}", a.swarm ? compose::stack_file(topo, o) : compose::compose_file(topo, o));
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "wanlab: compose: {}\n", e.what());
     return 2;

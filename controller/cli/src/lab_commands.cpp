@@ -390,6 +390,11 @@ int cmd_up(const UpArgs& a) {
   options.metrics_listen = a.metrics;
   options.spawn_agents = !a.no_spawn_agents;
   options.router_only = a.router_only;
+  options.swarm = a.swarm;
+  if (a.swarm && !a.router_only) {
+    fmt::print(stderr, "wanlab: up: --swarm is for a swarm stack's router: add --router-only\n");
+    return 2;
+  }
   options.netem = netlink::netem_available();
   const auto backend = api::resolve_backend(a.backend, options.netem);
   if (backend == "kernel" && !options.netem)

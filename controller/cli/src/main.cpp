@@ -57,6 +57,10 @@ int main(int argc, char** argv) {
                    "Make no namespaces: this namespace (a container on one network per DC, holding each DC's "
                    "gateway address 198.18.4k.1/22) is the lab's WAN router; nodes are containers "
                    "(`wanlab node-setup`). Needs CAP_NET_ADMIN and CAP_NET_RAW only");
+  up_cmd->add_flag("--swarm", up.swarm,
+                   "With --router-only, in a Docker Swarm stack: the port toward each DC is the interface with an "
+                   "address in the DC's /22 (Docker chose it), routed for the whole /22; the userspace engine "
+                   "learns the nodes' hardware addresses from their frames (docs/docker.md, Swarm)");
   up_cmd->add_option("--then", up.then,
                      "With --foreground: run this command line (words split on blanks, no shell) once the lab is "
                      "up, e.g. \"wanlab bench bench/scenarios/three-dc-7b.json\"; the lab stays up after it ends")
@@ -389,6 +393,12 @@ int main(int argc, char** argv) {
                    "packets), userspace (offloads on: the engine takes GSO super-frames), or auto: kernel where "
                    "this kernel has netem (the containers' kernel is the router's)")
       ->check(CLI::IsMember({"auto", "kernel", "userspace"}));
+  std::optional<std::string> ns_swarm;
+  node_setup_cmd->add_option("--swarm", ns_swarm,
+                             "Swarm labs: the router's service name (e.g. controller). Keep the interface's own "
+                             "(overlay) address and hardware address, add the plan's node address, send from it, and "
+                             "route the other DCs via the address that name resolves to in this DC")
+      ->type_name("NAME");
   node_setup_cmd->add_option("cmd", ns_argv, "Command to run afterwards (after --), e.g. wanlab-agent ...");
   node_setup_cmd->positionals_at_end();
 
@@ -411,6 +421,14 @@ int main(int argc, char** argv) {
   compose_cmd->add_option("--project", compose_args.project,
                           "Project folder: where docker-compose.yml, the Dockerfile, topologies/, traces/ and "
                           "bench/scenarios/ are (default: .)");
+  compose_cmd->add_flag("--swarm", compose_args.swarm,
+                        "Print a Docker Swarm stack file instead (`docker stack deploy -c FILE LAB`): one overlay "
+                        "network per DC, the topology and scenario as Docker configs (read from --project), results "
+                        "in the volume LAB-results (docs/docker.md, Swarm)");
+  compose_cmd->add_option("--host", compose_args.hosts,
+                          "With --swarm: run DC's node services (or the controller's) on the swarm node HOST "
+                          "(repeatable); unnamed ones run on nodes labelled wanlab.DC=true (wanlab.controller=true)")
+      ->type_name("DC=HOST");
 
   ReplayCommands replay_commands(app);
 
@@ -554,7 +572,7 @@ int main(int argc, char** argv) {
     if (*dashboard_cmd) return cmd_dashboard(dash);
     if (*node_setup_cmd) {
       if (!ns_argv.empty() && ns_argv.front() == "--") ns_argv.erase(ns_argv.begin());
-      return cmd_node_setup(ns_topology, ns_node, ns_backend, ns_argv);
+      return cmd_node_setup(ns_topology, ns_node, ns_backend, ns_swarm, ns_argv);
     }
     if (*compose_cmd) {
       std::string line = "wanlab";

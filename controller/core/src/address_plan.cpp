@@ -35,6 +35,10 @@ Ipv4 node_address(int dc, int node) {
     throw std::out_of_range(fmt::format("node index {} outside the address plan (< {})", node, kMaxNodesPerDc));
   return Ipv4{dc_subnet(dc).address.value + 2 + static_cast<std::uint32_t>(node)};
 }
+Ipv4Prefix swarm_task_subnet(int dc) {
+  check_dc(dc);
+  return {Ipv4{ip(198, 18, 4 * dc + 2, 0)}, 23};
+}
 Ipv4Prefix transit_router_side(int dc) {
   check_dc(dc);
   return {Ipv4{ip(198, 19, 0, 4 * dc + 1)}, 30};

@@ -102,4 +102,64 @@ Plan plan_node(const core::Topology& topo, const std::string& node, const std::s
   return plan;
 }
 
+std::vector<std::string> find_swarm_router_ports(const core::Topology& topo,
+                                                 const std::vector<netlink::InterfaceAddress>& addresses) {
+  std::vector<std::string> ports;
+  std::vector<std::string> missing;
+  for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
+    const auto subnet = core::dc_subnet(static_cast<int>(k));
+    std::string found;
+    for (const auto& a : addresses)
+      if (subnet.contains(core::Ipv4{a.address}) && a.prefix_len >= subnet.length) found = a.ifname;
+    if (found.empty()) missing.push_back(fmt::format("DC {} (an address in {})", topo.dcs[k].name, subnet.to_string()));
+    ports.push_back(found);
+  }
+  if (!missing.empty())
+    throw std::runtime_error(fmt::format("lab {}: no interface here is on the network of {}; the interfaces hold {}",
+                                         topo.name, fmt::join(missing, ", "), held(addresses)));
+  for (std::size_t a = 0; a < ports.size(); ++a)
+    for (std::size_t b = a + 1; b < ports.size(); ++b)
+      if (ports[a] == ports[b])
+        throw std::runtime_error(fmt::format("lab {}: DCs {} and {} are on the same interface {}; each DC needs a "
+                                             "network of its own",
+                                             topo.name, topo.dcs[a].name, topo.dcs[b].name, ports[a]));
+  return ports;
+}
+
+Plan plan_swarm_router(const core::Topology& topo, const std::vector<std::string>& ports, const PlanOptions& options) {
+  Plan plan = plan_router(topo, ports, options);
+  for (std::size_t k = 0; k < topo.dcs.size(); ++k)
+    plan.ops.push_back(AddRoute{kOwnNetns, core::dc_subnet(static_cast<int>(k)), core::Ipv4{0}, ports[k]});
+  return plan;
+}
+
+std::string find_swarm_node_interface(const core::Topology& topo, const std::string& node,
+                                      const std::vector<netlink::InterfaceAddress>& addresses) {
+  const auto [k, i] = find_node(topo, node);
+  const auto subnet = core::dc_subnet(static_cast<int>(k));
+  for (const auto& a : addresses)
+    if (subnet.contains(core::Ipv4{a.address}) && a.prefix_len >= subnet.length) return a.ifname;
+  throw std::runtime_error(fmt::format("lab {}: no interface here is on DC {}'s network {} (node {}); the interfaces "
+                                       "hold {}",
+                                       topo.name, topo.dcs[k].name, subnet.to_string(), node, held(addresses)));
+}
+
+Plan plan_swarm_node(const core::Topology& topo, const std::string& node, const std::string& ifname,
+                     core::Ipv4 router, Backend backend) {
+  const auto [k, i] = find_node(topo, node);
+  const int ik = static_cast<int>(k);
+  const auto subnet = core::dc_subnet(ik);
+  if (!subnet.contains(router))
+    throw std::invalid_argument(fmt::format("lab {}: the router's address {} is not on DC {}'s network {}", topo.name,
+                                            router.to_string(), topo.dcs[k].name, subnet.to_string()));
+  Plan plan;
+  if (backend == Backend::kernel) plan.ops.push_back(DisableOffloads{kOwnNetns, ifname});
+  for (const auto& l : topo.links) {
+    if (l.src != k) continue;
+    plan.ops.push_back(AddRoute{kOwnNetns, core::dc_subnet(static_cast<int>(l.dst)), router, ifname});
+  }
+  plan.ops.push_back(DelRoute{kOwnNetns, {core::Ipv4{0}, 0}});
+  return plan;
+}
+
 }  // namespace wanlab::lab

@@ -351,6 +351,21 @@ struct Engine::Impl {
     m.lost().clear();
   }
 
+  // A swarm lab's port: the frame's source (an address of the port's DC) at its source
+  // hardware address (EnginePort::learn_hosts).
+  void learn_host(std::size_t port, const std::uint8_t* f) {
+    const std::uint32_t src_ip = static_cast<std::uint32_t>(f[26]) << 24 | static_cast<std::uint32_t>(f[27]) << 16 |
+                                 static_cast<std::uint32_t>(f[28]) << 8 | f[29];
+    auto& p = cfg.ports[port];
+    if ((src_ip & 0xffff0000u) != cfg.lan_prefix || ((src_ip >> 10) & 0x3f) != port) return;
+    if (std::memcmp(f + 6, p.router_mac.data(), 6) == 0) return;
+    const std::size_t host = src_ip & kHostMask;
+    if (p.hosts.size() <= host) p.hosts.resize(kHostMask + 1);
+    Mac mac;
+    std::memcpy(mac.data(), f + 6, 6);
+    if (p.hosts[host] != mac) p.hosts[host] = mac;
+  }
+
   void on_frame(std::size_t port, const VnetHdr& vnet, const std::uint8_t* f, std::uint32_t len, Nanos arrival) {
     stats.rx_frames++;
     if (len == 0) {
@@ -363,6 +378,7 @@ struct Engine::Impl {
       stats.not_for_wan++;
       return;
     }
+    if (cfg.ports[port].learn_hosts) learn_host(port, f);
     const std::uint32_t dst_ip = static_cast<std::uint32_t>(f[30]) << 24 | static_cast<std::uint32_t>(f[31]) << 16 |
                                  static_cast<std::uint32_t>(f[32]) << 8 | f[33];
     const std::size_t n = cfg.ports.size();

@@ -58,13 +58,20 @@ UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netn
 }
 
 UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
-                                 const std::vector<std::string>& ports, std::uint64_t seed, const ThreadSched& sched) {
+                                 const std::vector<std::string>& ports, std::uint64_t seed, const ThreadSched& sched,
+                                 bool learn_hosts) {
   EngineConfig cfg = engine_config(topo, seed, sched);
   for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
     EnginePort port;
     port.ifname = ports.at(k);
     port.router_mac = interface_mac(router, port.ifname);
     const int ik = static_cast<int>(k);
+    if (learn_hosts) {
+      port.learn_hosts = true;
+      port.hosts.resize(std::size_t{1} << (32 - core::dc_subnet(ik).length));
+      cfg.ports.push_back(std::move(port));
+      continue;
+    }
     for (int i = 0; i < topo.dcs[k].nodes; ++i) {
       const std::size_t host = core::node_address(ik, i).value - core::dc_subnet(ik).address.value;
       if (port.hosts.size() <= host) port.hosts.resize(host + 1);

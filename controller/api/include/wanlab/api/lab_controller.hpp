@@ -57,6 +57,9 @@ struct UpOptions {
   // Router-only lab (lab/router_only.hpp, containers): no namespaces are made; this process's
   // own namespace is the WAN router, on the interfaces that hold the DC gateways' addresses.
   bool router_only = false;
+  // With router_only, a Docker Swarm stack's router (lab/router_only.hpp, find_swarm_router_ports):
+  // ports by the DC's subnet, the /22 routed on each, node hardware addresses learnt.
+  bool swarm = false;
   // Every node's TCP congestion control (lab/host_tcp.hpp decides it); none: the host's.
   std::optional<std::string> tcp_congestion{};
 };

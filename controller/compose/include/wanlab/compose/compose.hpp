@@ -20,8 +20,10 @@
 // at /wanlab/bench-results, where `wanlab bench` writes by default. Names and labels
 // (org.wanlab.lab=<lab>) carry the lab's name, so `docker-compose down` removes exactly
 // the lab's containers and networks.
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "wanlab/core/topology.hpp"
 
@@ -51,11 +53,46 @@ struct ComposeOptions {
   // loopback only (127.0.0.1:kPrometheusPort, 127.0.0.1:kDashboardPort).
   bool monitoring = false;
   std::string prometheus_image = "wanlab-prometheus:latest";
+  // Swarm stacks only (stack_file): where each service runs. Keys are DC names or
+  // "controller", values swarm node hostnames (`node.hostname == HOST`); a DC or the
+  // controller not named here runs on the swarm nodes labelled for it
+  // (`node.labels.wanlab.<dc> == true`, `node.labels.wanlab.controller == true`).
+  std::map<std::string, std::string> hosts;
+  // Swarm stacks only: the project folder as the deploying host sees it, relative to the
+  // stack file's folder or absolute: the configs' `file:` is this folder and the project path.
+  std::string project = ".";
+  // Swarm stacks only: the topology's trace files (project paths, e.g. "traces/a.csv").
+  std::vector<std::string> traces;
 };
 
 /// The compose file. Throws std::invalid_argument naming the field and the reason where the
 /// topology cannot be a compose lab (LAN shaping, a DC with more than kMaxComposeNodes nodes)
 /// or an option is malformed.
 std::string compose_file(const core::Topology& topo, const ComposeOptions& options);
+
+/// The same lab as a Docker Swarm stack (`docker stack deploy -c FILE STACK`), for one host or
+/// many (docs/docker.md, Swarm). Swarm does not honour static addresses, so the address plan
+/// adapts:
+///   - one attachable, internal overlay network per DC (`<lab>-<dc>`) whose subnet is the upper
+///     half of the DC's /22 (core::swarm_task_subnet): Docker gives every container an address
+///     there, clear of the plan's node addresses;
+///   - the controller service (`endpoint_mode: dnsrr`, so the name `controller` resolves to its
+///     container's address on the asker's network) runs `wanlab up --router-only --swarm`: its
+///     port toward DC k is the interface with an address in DC k's /22, it routes the whole /22
+///     on that port, and its userspace engine learns each node's hardware address from the
+///     frames the node sends (the overlay's own address is kept: remote hosts' VXLAN tables
+///     know only it);
+///   - each node service runs `wanlab node-setup --swarm controller ...`: it makes the plan's
+///     address the primary of the DC's /22 on its interface (Docker's a secondary of it, so
+///     everything it sends leaves from the plan's address), and routes the other DCs via the
+///     controller's address in its DC (resolved by name); then wanlab-agent connects to
+///     tcp:controller:7070.
+///   Agents, runs and `wanlab status` then see the plan's addresses, as in compose labs.
+/// Placement: ComposeOptions::hosts, else node labels. The topology, the scenario and the
+/// topology's traces are Docker configs at their project paths under /wanlab; the controller's
+/// results go to the volume `<lab>-results` (at /wanlab/bench-results). Throws
+/// std::invalid_argument as compose_file does, and for a DC with more than
+/// core::kMaxSwarmNodesPerDc nodes or a host given for an unknown DC.
+std::string stack_file(const core::Topology& topo, const ComposeOptions& options);
 
 }  // namespace wanlab::compose

@@ -33,6 +33,13 @@ Ipv4Prefix transit_router_side(int dc);   // router's address with the /30 lengt
 Ipv4Prefix transit_gateway_side(int dc);  // gateway's address with the /30 length
 Ipv4Prefix lab_supernet();                // 198.18.0.0/15
 
+/// Swarm labs (Docker Swarm does not give services static addresses): Docker allocates the
+/// containers' own addresses from the upper half of each DC's /22 (198.18.4k+2.0/23, the
+/// overlay network's subnet), and each node adds its plan address (in the lower half) itself.
+/// So a DC of a swarm lab has at most kMaxSwarmNodesPerDc nodes (198.18.4k.2 .. 4k+1.254).
+inline constexpr int kMaxSwarmNodesPerDc = 509;
+Ipv4Prefix swarm_task_subnet(int dc);  // 198.18.4k+2.0/23
+
 /// The hardware address of node `node` of DC `dc` in router-only labs (containers), where
 /// the router sends frames straight to the nodes: 02:57:4c (locally administered) and the
 /// node address's last three bytes, e.g. 02:57:4c:12:04:02 for 198.18.4.2.

@@ -33,6 +33,32 @@ std::vector<std::string> find_router_ports(const core::Topology& topo,
 /// as in plan_lab. Owns no namespace.
 Plan plan_router(const core::Topology& topo, const std::vector<std::string>& ports, const PlanOptions& options);
 
+/// Swarm labs (compose/compose.hpp, stack_file): Docker, not the plan, chose the router's
+/// addresses. Per DC, the interface among `addresses` holding an address inside the DC's /22
+/// (Docker's lie in core::swarm_task_subnet). Throws std::runtime_error as find_router_ports.
+std::vector<std::string> find_swarm_router_ports(const core::Topology& topo,
+                                                 const std::vector<netlink::InterfaceAddress>& addresses);
+
+/// plan_router, and on each port a route to the DC's whole /22 (the port's own address is in
+/// the upper /23 only; the nodes' plan addresses are in the lower one).
+Plan plan_swarm_router(const core::Topology& topo, const std::vector<std::string>& ports, const PlanOptions& options);
+
+/// A swarm lab's node, on interface `ifname`, once `node-setup --swarm` has set its addresses (the
+/// plan's address the primary of the DC's /22, Docker's a secondary of it, so every packet
+/// leaves from the plan's address, the one agents, runs and shaping know),
+/// with the router at `router` (the controller's address on this DC's network): offloads off
+/// with the kernel backend, a route to each DC its DC has a WAN link to via `router`, no
+/// default route. The hardware address stays (remote hosts' VXLAN forwarding tables know
+/// only Docker's).
+/// Throws std::invalid_argument when `router` is not in the DC's /22.
+Plan plan_swarm_node(const core::Topology& topo, const std::string& node, const std::string& ifname,
+                     core::Ipv4 router, Backend backend);
+
+/// The interface among `addresses` with an address in `node`'s DC's /22 (a swarm node's
+/// overlay interface); throws std::runtime_error saying what the interfaces hold instead.
+std::string find_swarm_node_interface(const core::Topology& topo, const std::string& node,
+                                      const std::vector<netlink::InterfaceAddress>& addresses);
+
 /// The DC index and node index of node `node` ("use-0"); throws std::invalid_argument
 /// naming the lab's nodes when it has none of that name.
 std::pair<std::size_t, int> find_node(const core::Topology& topo, const std::string& node);

@@ -50,6 +50,12 @@ struct EnginePort {
   // the subnet's), if it is one to forward to. Frames toward any other address of the
   // subnet are left to the kernel. Empty: every frame goes to gateway_mac.
   std::vector<std::optional<Mac>> hosts;
+  // Swarm labs (the nodes keep the hardware addresses Docker gave them): `hosts` starts
+  // empty of addresses (one slot per address of the /22) and the engine fills it from the
+  // frames the port receives, each IPv4 source address of the DC's subnet with the frame's
+  // source hardware address (the router's own frames aside). A node is known once it has
+  // sent a frame through the router (its agent's connection to the controller does).
+  bool learn_hosts = false;
 };
 
 struct EngineLink {

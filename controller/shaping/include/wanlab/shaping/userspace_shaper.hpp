@@ -30,8 +30,10 @@ class UserspaceShaper final : public LinkShaper {
   /// (toward DC k; IPv4 forwarding off there) and sends each frame straight to its
   /// destination node, at the node's hardware address from the address plan
   /// (core::node_mac; the nodes of router-only labs set it).
+  /// With `learn_hosts` (swarm labs, whose nodes keep Docker's hardware addresses) the
+  /// engine learns each node's hardware address from its frames instead (EnginePort::learn_hosts).
   UserspaceShaper(const core::Topology& topo, const netlink::Netns& router, const std::vector<std::string>& ports,
-                  std::uint64_t seed, const ThreadSched& sched = default_engine_sched());
+                  std::uint64_t seed, const ThreadSched& sched = default_engine_sched(), bool learn_hosts = false);
   ~UserspaceShaper() override;
   std::string backend() const override { return "userspace"; }
   bool applies_delay() const override { return true; }
