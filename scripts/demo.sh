@@ -66,3 +66,20 @@ if [[ "$(jq -r .topology "$scenario")" == *"$(basename "$topology")" ]]; then
 fi
 trap - EXIT
 "$wanlab" down "$lab"
+
+# The simulated part of the headline table for this topology's DCs (bench/paper.py; docs/baselines.md):
+# every baseline, Atlas and Atlas with BubbleTea at full size, on the measured WAN and a provisioned one.
+topo_name=$(basename "$topology" .json)
+case $topo_name in
+  two-dc | three-dc | five-dc-global)
+    echo
+    echo "where Atlas and BubbleTea pay off at full size, simulated (7B on $topo_name's DCs, measured WAN and"
+    echo "400 Gbit/s per DC pair; columns: stock / stock-flat / varuna / fair-k4 / atlas / atlas+BubbleTea, s per"
+    echo "iteration (GPU utilization %), then Atlas's speedup over each baseline; a few minutes):"
+    /usr/bin/python3 bench/paper.py --wanlab "$wanlab" --models 7b --topologies "$topo_name" --wans measured,400g \
+      --out bench-results/demo-paper --results bench-results/demo-headline.md | grep -E '^\| (model|---|7b)' || true
+    echo "the whole table (7B, 70B, 405B on 2, 3 and 5 DCs): bench/results/2026-11-27-headline.md;"
+    echo "Atlas pays off against fair sharing only where the WAN is scarce; 17x appears only against the flat"
+    echo "single-connection ring; BubbleTea fills the bubbles at a fraction of a percent of iteration time"
+    ;;
+esac

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_report.hpp"
+#include "run_support.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/workload/scenario.hpp"
 
@@ -26,7 +27,7 @@ std::optional<std::string> ns3_unavailable();
 /// a file cannot be written or the build has no ns-3.
 nlohmann::json ns3_variants(const workload::Scenario& scenario, const std::string& scenario_file,
                             const core::Topology& topo, const std::vector<bench::Variant>& variants,
-                            const std::optional<workload::Scenario>& dp_across, nlohmann::json skipped,
+                            const PlacementScenarios& dp_across, nlohmann::json skipped,
                             const std::vector<std::string>& policies, const std::vector<int>& connections,
                             double compute_jitter, const std::filesystem::path& out, int& rc);
 

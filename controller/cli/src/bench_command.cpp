@@ -245,7 +245,7 @@ json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const 
 int bench_executors(const BenchArgs& a, const std::vector<std::string>& modes, const workload::Scenario& scenario,
                     const std::string& scenario_file, const core::Topology& topo,
                     const std::vector<bench::Variant>& variants, const json& skipped,
-                    const std::optional<workload::Scenario>& dp_across, const std::vector<std::string>& policies,
+                    const PlacementScenarios& dp_across, const std::vector<std::string>& policies,
                     const std::vector<int>& connections, const fs::path& out) {
   const bool alone = modes.size() == 1;
   std::map<std::string, json> benches;

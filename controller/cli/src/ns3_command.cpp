@@ -55,7 +55,7 @@ std::string windows_csv(const core::Topology& topo, const sim::SimResult& r) {
 #endif
 
 json ns3_variants(const workload::Scenario& scenario, const std::string& scenario_file, const core::Topology& topo,
-                  const std::vector<bench::Variant>& variants, const std::optional<workload::Scenario>& dp_across,
+                  const std::vector<bench::Variant>& variants, const PlacementScenarios& dp_across,
                   json skipped, const std::vector<std::string>& policies, const std::vector<int>& connections,
                   double compute_jitter, const fs::path& out, int& rc) {
 #ifndef WANLAB_HAVE_NS3
@@ -69,7 +69,8 @@ json ns3_variants(const workload::Scenario& scenario, const std::string& scenari
   for (std::size_t i = 0; i < variants.size(); ++i) {
     const auto& v = variants[i];
     const auto tag = fmt::format("[{}/{}] {}", i + 1, variants.size(), v.name);
-    workload::Scenario scen = v.placement == bench::kDpAcrossDcs ? *dp_across : scenario;
+    const auto special = dp_across.find(v.placement);
+    workload::Scenario scen = special != dp_across.end() ? special->second : scenario;
     scen.policy = v.policy;
     scen.connections = v.connections;
     const fs::path folder = out / v.name;
