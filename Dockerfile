@@ -10,7 +10,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config ninja-build \
       libnl-3-dev libnl-route-3-dev libboost-dev libboost-system-dev \
-      nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev \
+      nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -30,7 +30,7 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_F
 FROM debian:bookworm
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libnl-3-200 libnl-route-3-200 libspdlog1.10 libfmt9 \
+      libnl-3-200 libnl-route-3-200 libspdlog1.10 libfmt9 libyaml-cpp0.7 \
       iproute2 iputils-ping iperf3 gnuplot-nox \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/controller/wanlab /src/build/agents/wanlab-agent /usr/local/bin/
