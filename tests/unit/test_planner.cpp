@@ -131,21 +131,29 @@ TEST_CASE("plan: --gpus N or LO-HI", "[unit][planner]") {
   CHECK_THAT(invalid([] { parse_gpu_range("0"); }), Contains("from 1 to 65,536"));
 }
 
-TEST_CASE("plan: memory is 16 bytes per parameter plus activations in flight", "[unit][planner]") {
-  const auto m70 = *workload::find_preset("70b");
+TEST_CASE("plan: memory by the workload layer's model, against 80 GiB", "[unit][planner]") {
+  workload::Scenario base;
+  base.model = *workload::find_preset("70b");
   // One pipeline stage of 70B over 8 GPUs: 16 x 70.6e9 / 8 = 141 GB of state alone.
-  const auto one = memory_use(m70, {1, 1, 8}, workload::Schedule::one_f_one_b, 8, 1);
+  const auto one = memory_use(base, {1, 1, 8}, workload::Schedule::one_f_one_b, 8, 1);
   CHECK_FALSE(one.fits());
   CHECK(one.state_bytes > 140e9);
-  // Five stages of 16 layers: 16 layers x 34 x 8192 x 8192 / 8 = 4.56 GB per micro-batch,
-  // five in flight on stage 0 under 1F1B, eight under GPipe.
-  const auto f = memory_use(m70, {5, 1, 8}, workload::Schedule::one_f_one_b, 8, 1);
+  // Five stages of 16 layers: what the shared model says for the same split.
+  const auto f = memory_use(base, {5, 1, 8}, workload::Schedule::one_f_one_b, 8, 1);
   CHECK(f.fits());
   CHECK(f.stage == 0);
-  CHECK(f.activation_bytes == Approx(5 * 16 * 34.0 * 8192 * 8192 / 8));
-  const auto g = memory_use(m70, {5, 1, 8}, workload::Schedule::gpipe, 8, 1);
-  CHECK(g.activation_bytes == Approx(8 * 16 * 34.0 * 8192 * 8192 / 8));
-  CHECK_FALSE(memory_use(m70, {5, 1, 8}, workload::Schedule::gpipe, 16, 1).fits());
+  workload::Scenario s = base;
+  s.parallelism = {5, 1, 8};
+  s.schedule = workload::Schedule::one_f_one_b;
+  s.micro_batches = 8;
+  s.micro_batch_size = 1;
+  const auto stages = workload::stage_memory(s);
+  CHECK(f.peak_bytes == Approx(static_cast<double>(stages.at(0).needed())));
+  CHECK(stages.at(0).peak_in_flight == 5);  // 1F1B: pp - stage micro-batches in flight
+  // GPipe holds all of them: more activations, and 16 do not fit.
+  const auto g = memory_use(base, {5, 1, 8}, workload::Schedule::gpipe, 8, 1);
+  CHECK(g.activation_bytes > f.activation_bytes * 1.5);
+  CHECK_FALSE(memory_use(base, {5, 1, 8}, workload::Schedule::gpipe, 16, 1).fits());
 }
 
 TEST_CASE("plan: on a small lab the search finds the known best plan, never slower than the greedy rule",
@@ -204,7 +212,7 @@ TEST_CASE("plan: bad input is refused in one line", "[unit][planner]") {
     s.model = *workload::find_preset("70b");
     // 16 GPUs: pp 2 x tp 8 needs 70.6 GB of state and 22.8 GB of activations per GPU.
     const auto e = plan_error(s, topo, options(topo, 16));
-    CHECK_THAT(e, Contains("the model fits nowhere: its smallest split needs") && Contains("more than 80 GB"));
+    CHECK_THAT(e, Contains("the model fits nowhere: its smallest split needs") && Contains("more than 80 GiB"));
     CHECK(e.find('\n') == std::string::npos);
   }
   SECTION("a budget too short for one candidate") {

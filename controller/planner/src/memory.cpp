@@ -1,26 +1,24 @@
 #include "wanlab/planner/memory.hpp"
 
-#include <algorithm>
-
-#include "wanlab/workload/cost.hpp"
-
 namespace wanlab::planner {
 
-MemoryUse memory_use(const workload::ModelSpec& model, const workload::Parallelism& par, workload::Schedule schedule,
+MemoryUse memory_use(const workload::Scenario& base, const workload::Parallelism& par, workload::Schedule schedule,
                      int micro_batches, int micro_batch_size) {
-  const auto stages = workload::stage_costs(model, par, micro_batch_size);
-  const double per_layer = kActivationBytesPerLayerToken * model.seq_len * static_cast<double>(micro_batch_size) *
-                           model.hidden / par.tp;
+  workload::Scenario s = base;
+  s.parallelism = par;
+  s.schedule = schedule;
+  s.micro_batches = micro_batches;
+  s.micro_batch_size = micro_batch_size;
+  s.layers_per_stage.clear();
+  s.virtual_stages = 1;
   MemoryUse worst;
-  for (const auto& s : stages) {
-    const int in_flight =
-        schedule == workload::Schedule::gpipe ? micro_batches : std::min(micro_batches, par.pp - s.stage);
-    MemoryUse m;
-    m.stage = s.stage;
-    m.state_bytes = kStateBytesPerParameter * static_cast<double>(s.parameters_per_gpu);
-    m.activation_bytes = per_layer * s.layers * in_flight;
-    m.peak_bytes = m.state_bytes + m.activation_bytes;
-    if (m.peak_bytes > worst.peak_bytes) worst = m;
+  for (const auto& m : workload::stage_memory(s)) {
+    const auto needed = static_cast<double>(m.needed());
+    if (needed <= worst.peak_bytes) continue;
+    worst.peak_bytes = needed;
+    worst.stage = m.stage;
+    worst.state_bytes = static_cast<double>(m.weights + m.gradients + m.optimizer);
+    worst.activation_bytes = static_cast<double>(m.activations + m.reserve);
   }
   return worst;
 }

@@ -126,7 +126,7 @@ class Estimator {
     // 1F1B keeps at most pp micro-batches in flight, so larger counts need no entry of their own.
     const int in_flight = sched == Schedule::gpipe ? m : std::min(m, pp);
     auto [it, fresh] = memory_.try_emplace({pp, tp, mbs, static_cast<int>(sched), in_flight});
-    if (fresh) it->second = memory_use(s_.model, Parallelism{pp, 1, tp}, sched, in_flight, mbs);
+    if (fresh) it->second = memory_use(s_, Parallelism{pp, 1, tp}, sched, in_flight, mbs);
     return it->second;
   }
 
@@ -509,12 +509,13 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
                                   "offer (or than --gpus allows)",
                                   scenario.model.preset.empty() ? "the model" : scenario.model.preset, topo.name,
                                   o.gpus.hi));
+    constexpr double gib = static_cast<double>(workload::kGiB);
     throw PlanError(fmt::format(
-        "the model fits nowhere: its smallest split needs {:.1f} GB per GPU (stage {}: {:.1f} GB of weights, "
-        "gradients and Adam state, {:.1f} GB of activations), more than {:.0f} GB; offer more GPUs (--gpus, --dcs): "
-        "more pipeline stages split the model finer",
-        smallest.peak_bytes / 1e9, smallest.stage, smallest.state_bytes / 1e9, smallest.activation_bytes / 1e9,
-        kGpuMemoryBytes / 1e9));
+        "the model fits nowhere: its smallest split needs {:.1f} GiB per GPU (stage {}: {:.1f} GiB of weights, "
+        "gradients and optimizer state, {:.1f} GiB of activations), more than {:.0f} GiB; offer more GPUs (--gpus, "
+        "--dcs): more pipeline stages split the model finer",
+        smallest.peak_bytes / gib, smallest.stage, smallest.state_bytes / gib, smallest.activation_bytes / gib,
+        kGpuMemoryBytes / gib));
   }
 
   // Phase 2: the fast model: the greedy rule, the best estimates, those again with every
