@@ -194,14 +194,14 @@ int main(int argc, char** argv) {
                     "room in its window for all the rest of it, what enters goes in pieces this long (e.g. 8ms) that "
                     "the link sends as they fill, instead of 1 ms pieces; ACKs still come back per millisecond. 7B "
                     "across three DCs under atlas at 16,368 GPUs: 0.65 s per iteration instead of 0.9 s; results move "
-                    "by up to 1 % at paper scale, 4 % in sub-second runs (bench/README.md, \"Streamed pieces\"). "
+                    "by up to 1 % at paper scale, 4 % in sub-second runs (docs/simulator.md, \"What it models\"). "
                     "Default 0: off")
         ->type_name("DURATION");
     cmd->add_option("--compute-jitter", f.compute_jitter,
                     "Simulator: each compute op takes its modeled time x (1 + u), u uniform in [-F, F], drawn per op "
                     "from the scenario's seed (default 0.001: identical replicas are otherwise in a lockstep that "
                     "no real run keeps, and that a FIFO queue does not keep either once anything sets them apart; "
-                    "0: exactly the FLOP model's times; bench/README.md, \"Cross-check against the lab\")")
+                    "0: exactly the FLOP model's times; docs/simulator.md, \"Results\")")
         ->type_name("F");
     cmd->add_option("--timeline", f.timeline,
                     "Simulator: timeline.json with every GPU (full), one GPU per stage (per-stage) or none; auto "
@@ -223,7 +223,7 @@ int main(int argc, char** argv) {
       "one TCP connection); it always runs. Runs are sequential on one lab, brought up first if it is not (and\n"
       "down at the end unless --keep-lab), with fresh agents for each. Ctrl-C aborts the current run and writes\n"
       "what is done. Exit status: 0 every variant ran (a placement baseline the lab cannot host is only\n"
-      "reported), 1 a variant was refused or failed, 2 bad input, 130 interrupted. Format: bench/README.md.");
+      "reported), 1 a variant was refused or failed, 2 bad input, 130 interrupted. Outputs: docs/runs.md.");
 
   SimulateArgs simulate;
   auto* sim_cmd = app.add_subcommand(
@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
   add_sim_flags(sim_cmd, simulate.sim);
   sim_cmd->add_flag("--quiet", simulate.quiet, "Fewer lines");
   sim_cmd->footer(
-      "What is modeled (bench/README.md, \"Simulator\"): compute from the scenario's FLOP model; each WAN message\n"
+      "What is modeled (docs/simulator.md): compute from the scenario's FLOP model; each WAN message\n"
       "as one flow of `connections` TCP connections over its directed link, max-min fair, each connection below\n"
       "--tcp-window / RTT, its ACKs on the reverse link, delivered one-way delay after its last byte; a message\n"
       "within the windows goes as its TCP connections send it (--bursts paced: slow start, HyStart, CUBIC's\n"
