@@ -12,7 +12,7 @@
 # --advertise-addr 127.0.0.1 --listen-addr 127.0.0.1:2377`: nothing listens or is sent
 # beyond this machine) unless this daemon is in a swarm already (then it is used and left
 # as it is); the node labelled for the controller and every DC (wanlab.controller=true,
-# wanlab.<dc>=true); an image with this build's `wanlab` on the image wanlab:latest (made by
+# wanlab.<dc>=true); an image built from this tree's Dockerfile (cached from wanlab:latest, made by
 # the docker tier; built from the Dockerfile here where it is missing); a project folder
 # with a copy of topologies/three-dc.json under a lab name of its own (swarm-<pid>, also
 # the stack's name) and bench/scenarios/three-dc-smoke.json; `wanlab compose --swarm`;
@@ -196,24 +196,17 @@ node_id=$("${docker[@]}" info --format '{{.Swarm.NodeID}}')
 
 # ---- image, project, stack file ----
 
-if ! "${docker[@]}" image inspect "$base_image" >/dev/null 2>&1; then
-  "${docker[@]}" image inspect debian:bookworm >/dev/null 2>&1 ||
-    skip "no $base_image and no debian:bookworm to build it from (the docker tier makes both)"
-  echo "swarm: building $base_image (Dockerfile)"
-  DOCKER_BUILDKIT=0 "${docker[@]}" build --network host --build-arg JOBS="$(nproc)" -t "$base_image" "$repo" \
-    >"$work/build.log" 2>&1 || { tail -30 "$work/build.log"; fail "docker build failed (log: $work/build.log)"; }
-  step_done "built $base_image"
-fi
-# This build's wanlab on it (the controller's and node-setup's swarm paths are the tree's).
-ctx=$work/image
-rm -rf "$ctx"
-mkdir -p "$ctx"
-cp "$wanlab_bin" "$ctx/wanlab"
-printf 'FROM %s\nCOPY wanlab /usr/local/bin/wanlab\n' "$base_image" >"$ctx/Dockerfile"
-DOCKER_BUILDKIT=0 "${docker[@]}" build -q -t "$image" "$ctx" >"$work/image.log" 2>&1 ||
-  { cat "$work/image.log"; fail "could not put this build's wanlab on $base_image"; }
+# The image from this tree's Dockerfile (the docker tier, which runs first, has just built it:
+# then every layer comes from its cache). The host's own build is not copied in: it may
+# link libraries the image does not have (ns-3 where the host has libns3-dev).
+"${docker[@]}" image inspect debian:bookworm >/dev/null 2>&1 ||
+  "${docker[@]}" image inspect "$base_image" >/dev/null 2>&1 ||
+  skip "no $base_image and no debian:bookworm to build it from (the docker tier makes both)"
+echo "swarm: building $image from this tree (Dockerfile; cached when the docker tier built it)"
+DOCKER_BUILDKIT=0 "${docker[@]}" build --network host --build-arg JOBS="$(nproc)" -t "$image" "$repo" \
+  >"$work/build.log" 2>&1 || { tail -30 "$work/build.log"; fail "docker build failed (log: $work/build.log)"; }
 made_image=1
-step_done "image $image: $base_image with this build's wanlab"
+step_done "image $image: this tree's Dockerfile"
 
 project=$work/project
 rm -rf "$project"
