@@ -26,5 +26,8 @@ fi
 echo "  kernel runs where the kernel has netem (ctest test 'kernel'); SKIPPED with the reason elsewhere"
 echo "  vm     the kernel tier inside a qemu guest on Debian's stock kernel (ctest test 'vm'); SKIPPED with the reason where qemu or the kernel package cannot be installed"
 echo "  fuzz   libFuzzer harnesses of the parsers, the API handler and the protocol, 3 s each (ctest test 'fuzz'); SKIPPED with the reason where clang's libFuzzer is missing"
-echo "  docker the docker-compose lab: image build, ping and iperf3 inside the containers, a short scenario, teardown (ctest test 'docker'); SKIPPED with the reason where Docker cannot run"
+echo "  ns3    the ns-3 packet-level reference executor against size/rate and the simulator (ctest test 'ns3'); SKIPPED where ns-3 (libns3-dev) is missing"
+echo "  pytorch a real PyTorch gloo job through wanlab launch across two DCs (ctest test 'pytorch'); SKIPPED without root or python3-torch"
+echo "  docker the docker-compose lab: image build, ping and iperf3 inside the containers, Prometheus and the dashboard, a short scenario, teardown (ctest test 'docker'); SKIPPED with the reason where Docker cannot run"
+echo "  swarm  the same lab as a Docker Swarm stack on a single-node swarm (ctest test 'swarm'); SKIPPED with the reason where Docker or a swarm cannot run"
 exit $rc
