@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "wanlab/common/unique_fd.hpp"
+
 namespace wanlab {
 
 int hide_argument_values(int argc, char** argv, std::initializer_list<std::string_view> names) {
@@ -38,23 +40,20 @@ int hide_argument_values(int argc, char** argv, std::initializer_list<std::strin
 
 std::string read_secret_file(const std::filesystem::path& file, std::string& warning) {
   warning.clear();
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error(fmt::format("{}: {}", file.string(), std::strerror(errno)));
+  const UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw std::runtime_error(fmt::format("{}: {}", file.string(), std::strerror(errno)));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
     throw std::runtime_error(fmt::format("{}: not a regular file", file.string()));
-  }
   std::string text;
   char buf[4096];
   for (;;) {
-    const auto n = ::read(fd, buf, sizeof buf);
+    const auto n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     text.append(buf, static_cast<std::size_t>(n));
     if (text.size() > 64 * 1024) break;
   }
-  ::close(fd);
   const auto eol = text.find('\n');
   std::string line = text.substr(0, eol);
   const auto blank = " \t\r";

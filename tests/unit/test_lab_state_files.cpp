@@ -90,8 +90,7 @@ TEST_CASE("state folder: modes are the lab's whatever the umask", "[unit][lab][s
   REQUIRE(lock);
   CHECK(mode_of(dir / "lock") == 0644);
 
-  const int fd = lab::open_lab_file(lab::log_path("wl1"), O_WRONLY | O_APPEND, 0644);
-  ::close(fd);
+  CHECK(lab::open_lab_file(lab::log_path("wl1"), O_WRONLY | O_APPEND, 0644).valid());
   CHECK(mode_of(lab::log_path("wl1")) == 0644);
 
   // Sockets: only their owner may connect.
@@ -141,9 +140,10 @@ TEST_CASE("state folder: a loose or foreign folder and files are fixed or refuse
   SECTION("a symbolic link in place of the log is replaced, never followed") {
     const auto victim = env.dir.write("victim", "precious\n");
     fs::create_symlink(victim, lab::log_path("wl2"));
-    const int fd = lab::open_lab_file(lab::log_path("wl2"), O_WRONLY | O_APPEND, 0644);
-    REQUIRE(::write(fd, "log\n", 4) == 4);
-    ::close(fd);
+    {
+      const auto fd = lab::open_lab_file(lab::log_path("wl2"), O_WRONLY | O_APPEND, 0644);
+      REQUIRE(::write(fd.get(), "log\n", 4) == 4);
+    }
     CHECK(fs::is_regular_file(fs::symlink_status(lab::log_path("wl2"))));
     std::ifstream in(victim);
     std::string text((std::istreambuf_iterator<char>(in)), {});

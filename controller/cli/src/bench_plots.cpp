@@ -27,7 +27,10 @@
 #include "bench_report.hpp"
 #include "gnuplot_text.hpp"
 #include "run_support.hpp"
+#include "wanlab/common/child_process.hpp"
 #include "wanlab/common/printable.hpp"
+#include "wanlab/common/system_error.hpp"
+#include "wanlab/common/unique_fd.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/workload/plan.hpp"
@@ -122,30 +125,23 @@ std::optional<std::string> find_in_path(const std::string& exe) {
   return std::nullopt;
 }
 
-// gnuplot SCRIPT in `dir`, its output in `log`; the exit status (127: could not start).
+// gnuplot SCRIPT in `dir`, its output in `log`; the exit status (126: could not enter `dir`,
+// 127: could not start).
 int run_gnuplot(const std::string& binary, const fs::path& dir, const std::string& script, const fs::path& log) {
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const std::string dir_s = dir.string();
-  std::vector<char*> argv = {const_cast<char*>(binary.c_str()), const_cast<char*>(script.c_str()), nullptr};
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::chdir(dir_s.c_str()) != 0) ::_exit(126);
-    if (null_fd >= 0) ::dup2(null_fd, 0);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    ::execv(binary.c_str(), argv.data());
-    ::_exit(127);
+  // Either missing: the output or the input is this process's.
+  const UniqueFd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  const UniqueFd null_in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  SpawnOptions o;
+  o.argv = {binary, script};
+  o.cwd = dir.string();
+  o.stdin_fd = null_in.get();
+  o.stdout_fd = out.get();
+  o.stderr_fd = out.get();
+  try {
+    return ChildProcess::spawn(o).wait().shell_code();
+  } catch (const SystemError& e) {
+    return e.call() == "chdir to" ? 126 : 127;
   }
-  if (fd >= 0) ::close(fd);
-  if (null_fd >= 0) ::close(null_fd);
-  if (pid < 0) return 127;
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 std::string tail_of(const fs::path& p, std::size_t lines) {

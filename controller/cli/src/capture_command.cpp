@@ -29,6 +29,7 @@
 #include "commands.hpp"
 #include "lab_lookup.hpp"
 #include "pcap_writer.hpp"
+#include "wanlab/common/unique_fd.hpp"
 #include "wanlab/common/units.hpp"
 #include "wanlab/core/address_plan.hpp"
 #include "wanlab/lab/naming.hpp"
@@ -40,19 +41,6 @@ namespace {
 constexpr std::uint32_t kSnapLen = 256 * 1024;
 volatile std::sig_atomic_t g_stop = 0;
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // The kernel's receive time from recvmsg's control data (SCM_TIMESTAMPNS), walked by hand:
 // the CMSG_* macros cast C-style.
@@ -128,7 +116,7 @@ int cmd_capture(const CaptureArgs& a) {
     return 1;
   }
   if (::setns(ns->fd(), CLONE_NEWNET) != 0) fail("setns", ns_name);
-  Fd sock(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
+  UniqueFd sock(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
   if (sock.get() < 0) fail("socket AF_PACKET", ifname);
   const int one = 1;
   if (::setsockopt(sock.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) != 0) fail("SO_TIMESTAMPNS", ifname);

@@ -26,9 +26,12 @@
 #include "wanlab/api/lab_controller.hpp"
 #include "wanlab/run/run_manager.hpp"
 #include "wanlab/api/server.hpp"
+#include "wanlab/common/child_process.hpp"
 #include "wanlab/common/io_loop.hpp"
 #include "wanlab/common/printable.hpp"
+#include "wanlab/common/system_error.hpp"
 #include "wanlab/common/thread.hpp"
+#include "wanlab/common/unique_fd.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/lab/host_tcp.hpp"
 #include "wanlab/lab/state.hpp"
@@ -76,36 +79,29 @@ std::string read_all(int fd) {
 }
 
 // Starts `command_line` (words split on blanks, no shell) in a process group of its own,
-// with the controller's stdout and stderr; returns its pid.
-pid_t start_then(const std::string& command_line) {
-  std::vector<std::string> words;
+// with the controller's stdout and stderr. A failed exec is thrown with its errno.
+ChildProcess start_then(const std::string& command_line) {
+  SpawnOptions o;
   std::istringstream in(command_line);
-  for (std::string w; in >> w;) words.push_back(w);
-  if (words.empty()) throw std::runtime_error("--then: empty command");
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  // Built before fork: between fork and exec the child only calls async-signal-safe functions.
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(fmt::format("--then: fork: {}", std::strerror(errno)));
-  if (pid == 0) {
-    ::setpgid(0, 0);
+  for (std::string w; in >> w;) o.argv.push_back(w);
+  if (o.argv.empty()) throw std::runtime_error("--then: empty command");
+  o.search_path = true;
+  o.new_process_group = true;
+  o.in_child = [] {
     ::setpriority(PRIO_PROCESS, 0, 0);  // not the control plane's priority
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execvp(argv[0], argv.data());
-    static const char msg[] = "wanlab: --then: exec failed\n";
-    [[maybe_unused]] auto n = ::write(2, msg, sizeof msg - 1);
-    ::_exit(127);
+    return 0;
+  };
+  o.unblock_signals = true;
+  try {
+    return ChildProcess::spawn(o);
+  } catch (const SystemError& e) {
+    throw std::runtime_error(fmt::format("--then: {}", e.what()));
   }
-  ::setpgid(pid, pid);
-  return pid;
 }
 
 // The controller: builds the lab, serves the API until a shutdown request or a signal,
-// then tears the lab down. Reports "ready {json}" or "error <text>" on `ready_fd`.
-int run_controller(const core::Topology& topo, const api::UpOptions& options, int ready_fd,
+// then tears the lab down. Reports "ready {json}" or "error <text>" on `report_to` (if any).
+int run_controller(const core::Topology& topo, const api::UpOptions& options, UniqueFd report_to,
                    const std::optional<std::string>& then) {
   const auto& name = topo.name;
   // What the controller creates as root (run folders, agents' logs) is not for others to
@@ -114,7 +110,7 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   boost::asio::io_context ioc;
   boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
   boost::asio::signal_set child_exits(ioc, SIGCHLD);
-  pid_t then_pid = -1;
+  ChildProcess then_child;
   boost::asio::steady_timer flush_timer(ioc);  // state-file writes, off the request path
   std::unique_ptr<api::Server> server;
   std::unique_ptr<api::TcpServer> metrics_server;  // --metrics
@@ -122,10 +118,9 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   std::unique_ptr<run::RunManager> runs;
   std::unique_ptr<run::DaemonController> daemon;
   auto report = [&](const std::string& line) {
-    if (ready_fd >= 0) {
-      write_all(ready_fd, line);
-      ::close(ready_fd);
-      ready_fd = -1;
+    if (report_to) {
+      write_all(report_to.get(), line);
+      report_to.reset();
     }
   };
   try {
@@ -180,8 +175,8 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   flush_later();
   if (then) {
     try {
-      then_pid = start_then(*then);
-      spdlog::info("lab {} is up; running `{}` (pid {})", name, *then, then_pid);
+      then_child = start_then(*then);
+      spdlog::info("lab {} is up; running `{}` (pid {})", name, *then, then_child.pid());
     } catch (const std::exception& e) {
       spdlog::error("{}", e.what());
     }
@@ -189,13 +184,17 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   std::function<void()> wait_child = [&] {
     child_exits.async_wait([&](const boost::system::error_code& ec, int) {
       if (ec) return;
-      int status = 0;
-      if (then_pid > 0 && ::waitpid(then_pid, &status, WNOHANG) == then_pid) {
-        const auto how = WIFEXITED(status) ? fmt::format("exited with status {}", WEXITSTATUS(status))
-                                           : fmt::format("was killed by signal {}", WTERMSIG(status));
-        const auto level = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? spdlog::level::info : spdlog::level::warn;
-        spdlog::log(level, "`{}` {}; lab {} stays up until this controller is stopped", *then, how, name);
-        then_pid = -1;
+      std::optional<ExitStatus> status;
+      if (then_child.running()) {
+        try {
+          status = then_child.try_wait();
+        } catch (const SystemError& e) {
+          spdlog::warn("`{}`: {}", *then, e.what());
+        }
+      }
+      if (status) {
+        const auto level = status->success() ? spdlog::level::info : spdlog::level::warn;
+        spdlog::log(level, "`{}` {}; lab {} stays up until this controller is stopped", *then, status->describe(), name);
       }
       wait_child();
     });
@@ -204,7 +203,7 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("signal {}: tearing lab {} down", sig, name);
-    if (then_pid > 0) ::kill(-then_pid, SIGTERM);
+    if (then_child.running()) then_child.signal_group(SIGTERM);
     runs->close();
     server->close();
     if (metrics_server) metrics_server->close();
@@ -226,9 +225,13 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, in
   run_surviving(ioc, [&](const std::string& what) {
     spdlog::error("lab {}: a handler failed: {}; still serving", name, printable(what, 400));
   });
-  if (then_pid > 0) {
-    ::kill(-then_pid, SIGTERM);
-    ::waitpid(then_pid, nullptr, 0);
+  if (then_child.running()) {
+    then_child.signal_group(SIGTERM);
+    try {
+      then_child.wait();
+    } catch (const SystemError&) {
+      // Not ours to wait for any more: nothing to hold the teardown for.
+    }
   }
   runs->close();
   const auto removed = ctl->teardown();
@@ -417,42 +420,41 @@ int cmd_up(const UpArgs& a) {
   if (a.foreground) {
     spdlog::info("controller for lab {} running in the foreground (pid {})", name, ::getpid());
     for (const auto& r : replays) spdlog::info("{}", r);
-    return run_controller(topo, options, -1, a.then);
+    return run_controller(topo, options, UniqueFd(), a.then);
   }
 
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
-  // Single-threaded here (netem_available joins its probe), so fork is safe.
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(errno)));
-  if (pid == 0) {
-    ::close(fds[0]);
+  Pipe ready = make_pipe("the controller's report");
+  // Single-threaded here (netem_available joins its probe), so fork is safe. The daemon is
+  // this program forked without exec (--token was blanked in argv once parsed).
+  auto controller = ChildProcess::fork_call("the controller of lab " + name, [&]() -> int {
+    ready.read.reset();
     ::setsid();
-    int devnull = ::open("/dev/null", O_RDWR);
-    int logfd = -1;
+    const UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+    UniqueFd log;
     try {
       lab::make_lab_dir(name);
-      logfd = lab::open_lab_file(lab::log_path(name), O_WRONLY | O_APPEND, 0644);
+      log = lab::open_lab_file(lab::log_path(name), O_WRONLY | O_APPEND, 0644);
     } catch (const std::exception& e) {
       fmt::print(stderr, "wanlab: {}\n", e.what());
     }
-    ::dup2(devnull, 0);
-    ::dup2(logfd >= 0 ? logfd : devnull, 1);
-    ::dup2(logfd >= 0 ? logfd : devnull, 2);
+    ::dup2(devnull.get(), 0);
+    ::dup2(log ? log.get() : devnull.get(), 1);
+    ::dup2(log ? log.get() : devnull.get(), 2);
     ::signal(SIGHUP, SIG_IGN);
     int rc = 1;
     try {
-      rc = run_controller(topo, options, fds[1], std::nullopt);
+      rc = run_controller(topo, options, std::move(ready.write), std::nullopt);
     } catch (const std::exception& e) {
       spdlog::critical("controller failed: {}", e.what());
     }
     std::fflush(nullptr);
-    ::_exit(rc);
-  }
-  ::close(fds[1]);
-  const auto answer = read_all(fds[0]);
-  ::close(fds[0]);
+    return rc;
+  });
+  ready.write.reset();
+  const auto answer = read_all(ready.read.get());
+  ready.read.reset();
   if (answer.starts_with("ready ")) {
+    controller.detach();  // the daemon outlives this command
     const auto j = nlohmann::json::parse(answer.substr(6));
     std::size_t nodes = topo.node_count();
     fmt::print("lab {} is up: {} DCs, {} nodes, {} directed WAN links ({} backend); {} kernel operations in "
@@ -464,8 +466,11 @@ int cmd_up(const UpArgs& a) {
     for (const auto& r : replays) fmt::print("{}\n", r);
     return 0;
   }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  try {
+    controller.wait();
+  } catch (const SystemError&) {
+    // Reaped already: what it said (or did not) is what counts.
+  }
   if (answer.starts_with("error "))
     fmt::print(stderr, "wanlab: lab {} could not be built (nothing of it is left): {}\n", name, answer.substr(6));
   else

@@ -26,6 +26,8 @@
 #include "launch_plan.hpp"
 #include "run_support.hpp"
 #include "wanlab/api/server.hpp"
+#include "wanlab/common/child_process.hpp"
+#include "wanlab/common/unique_fd.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/netlink/netlink.hpp"
 #include "wanlab/netlink/node_entry.hpp"
@@ -53,15 +55,14 @@ void on_signal(int sig) { g_signal = sig; }
 // else there listens on it.
 int free_port(const netlink::Netns& ns) {
   const netlink::ScopedNetns inside(ns);
-  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) throw std::runtime_error(fmt::format("socket in {}: {}", ns.name(), std::strerror(errno)));
+  const UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s) throw std::runtime_error(fmt::format("socket in {}: {}", ns.name(), std::strerror(errno)));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   socklen_t len = sizeof a;
-  const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-                  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  const bool ok = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0;
   const int err = errno;
-  ::close(s);
   if (!ok) throw std::runtime_error(fmt::format("a free port in {}: {}", ns.name(), std::strerror(err)));
   return ntohs(a.sin_port);
 }
@@ -99,12 +100,10 @@ run::BackendCounters backend_counters(const nlohmann::json& status) {
 
 struct Proc {
   launch::Rank rank;
-  std::string path;        // the program, resolved
-  std::vector<char*> argv;  // into rank.argv
+  std::string path;  // the program, resolved
   std::vector<std::string> env_strings;
-  std::vector<char*> envp;
-  pid_t pid = -1;
-  int out_fd = -1;  // read end: its stdout and stderr
+  ChildProcess child;  // its pid: -1 until started
+  UniqueFd out;        // read end: its stdout and stderr
   std::string partial;
   std::ofstream log;
   std::optional<int> status;  // exit code, or 128 + signal
@@ -123,51 +122,33 @@ void build_env(Proc& p) {
     p.env_strings.push_back(kv);
   }
   for (const auto& [k, v] : p.rank.env) p.env_strings.push_back(k + "=" + v);
-  for (auto& s : p.env_strings) p.envp.push_back(s.data());
-  p.envp.push_back(nullptr);
-  for (auto& a : p.rank.argv) p.argv.push_back(a.data());
-  p.argv.push_back(nullptr);
 }
 
 // Starts one rank in its own process group inside its node. Everything is prepared before
-// fork: the child makes system calls only.
+// fork: the child makes system calls only. A failed exec is thrown (SystemError, its errno).
 void start(Proc& p, const netlink::NodeEntry& entry, int devnull) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(fmt::format("pipe: {}", std::strerror(errno)));
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int err = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw std::runtime_error(fmt::format("fork: {}", std::strerror(err)));
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);
+  auto out = make_pipe("a rank's output");
+  const int out_w = out.write.get();
+  SpawnOptions o;
+  o.program = p.path;
+  o.argv = p.rank.argv;
+  o.env = p.env_strings;
+  o.new_process_group = true;
+  o.in_child = [&entry, out_w] {
     const char* failed = "";
-    if (entry.enter(&failed) != 0) {
-      static const char msg[] = "wanlab launch: cannot enter the node's namespaces\n";
-      [[maybe_unused]] auto n = ::write(fds[1], msg, sizeof msg - 1);
-      ::_exit(126);
-    }
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    ::dup2(devnull, 0);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGPIPE, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::close_range(3, ~0U, 0);
-    ::execve(p.path.c_str(), p.argv.data(), p.envp.data());
-    static const char msg[] = "wanlab launch: exec failed\n";
-    [[maybe_unused]] auto n = ::write(1, msg, sizeof msg - 1);
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);  // also here: no signal may reach the group before the child made it
-  ::close(fds[1]);
-  p.pid = pid;
-  p.out_fd = fds[0];
+    if (entry.enter(&failed) == 0) return 0;
+    static const char msg[] = "wanlab launch: cannot enter the node's namespaces\n";
+    [[maybe_unused]] auto n = ::write(out_w, msg, sizeof msg - 1);
+    return 126;
+  };
+  o.stdout_fd = out_w;
+  o.stderr_fd = out_w;
+  o.stdin_fd = devnull;
+  o.default_signals = {SIGINT, SIGTERM, SIGPIPE};
+  o.unblock_signals = true;
+  o.close_other_fds = true;
+  p.child = ChildProcess::spawn(o);
+  p.out = std::move(out.read);
 }
 
 void emit(Proc& p, const char* data, std::size_t n) {
@@ -185,12 +166,6 @@ void flush_partial(Proc& p) {
   p.partial.clear();
   p.log.flush();
   std::fflush(stdout);
-}
-
-int status_of(int wstatus) {
-  if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
-  if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
-  return 1;
 }
 
 std::string iso_now() {
@@ -337,13 +312,13 @@ int cmd_launch(const LaunchArgs& a) {
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);  // our own stdout closed early must not kill us before the ranks are stopped
 
-  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   const auto t0 = Clock::now();
   for (auto& p : procs) {
     build_env(p);
     p.log.open(out / "logs" / fmt::format("{}.{}.log", p.rank.node, p.rank.local_rank));
     try {
-      start(p, *entries.at(p.rank.node), devnull);
+      start(p, *entries.at(p.rank.node), devnull.get());
     } catch (const std::exception& e) {
       fmt::print(stderr, "wanlab: launch: rank {} on {}: {}; stopping the others\n", p.rank.rank, p.rank.node,
                  e.what());
@@ -351,7 +326,7 @@ int cmd_launch(const LaunchArgs& a) {
       break;
     }
   }
-  if (devnull >= 0) ::close(devnull);
+  devnull.reset();
   fmt::print(stderr, "wanlab: launched {} rank(s) on {} ({}), master {}:{}; run folder {}\n", procs.size(),
              fmt::join([&] {
                std::vector<std::string> v;
@@ -386,7 +361,7 @@ int cmd_launch(const LaunchArgs& a) {
   std::optional<Clock::time_point> term_sent, all_exited;
   auto signal_all = [&](int sig) {
     for (auto& p : procs)
-      if (p.pid > 0) ::kill(-p.pid, sig);
+      if (p.child.pid() > 0) p.child.signal_group(sig);
   };
   auto next_sample = Clock::now() + kSampleEvery;
   for (;;) {
@@ -402,16 +377,15 @@ int cmd_launch(const LaunchArgs& a) {
     }
     bool running = false, open = false;
     for (auto& p : procs) {
-      if (p.pid > 0 && !p.status) {
-        int ws = 0;
-        if (::waitpid(p.pid, &ws, WNOHANG) == p.pid) {
-          p.status = status_of(ws);
+      if (p.child.running() && !p.status) {
+        if (const auto st = p.child.try_wait()) {
+          p.status = st->shell_code();
           p.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
         } else {
           running = true;
         }
       }
-      open |= p.out_fd >= 0;
+      open |= p.out.valid();
     }
     if (!running && !all_exited) {
       all_exited = Clock::now();
@@ -423,8 +397,8 @@ int cmd_launch(const LaunchArgs& a) {
     std::vector<pollfd> fds;
     std::vector<Proc*> who;
     for (auto& p : procs)
-      if (p.out_fd >= 0) {
-        fds.push_back({p.out_fd, POLLIN, 0});
+      if (p.out) {
+        fds.push_back({p.out.get(), POLLIN, 0});
         who.push_back(&p);
       }
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_sample - Clock::now());
@@ -438,8 +412,7 @@ int cmd_launch(const LaunchArgs& a) {
           emit(*who[i], buf, static_cast<std::size_t>(got));
         } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
           flush_partial(*who[i]);
-          ::close(who[i]->out_fd);
-          who[i]->out_fd = -1;
+          who[i]->out.reset();
         }
       }
     }
@@ -450,9 +423,9 @@ int cmd_launch(const LaunchArgs& a) {
     }
   }
   for (auto& p : procs) {
-    if (p.out_fd >= 0) {
+    if (p.out) {
       flush_partial(p);
-      ::close(p.out_fd);
+      p.out.reset();
     }
   }
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -462,10 +435,11 @@ int cmd_launch(const LaunchArgs& a) {
   std::vector<int> statuses;
   nlohmann::json rank_json = nlohmann::json::array();
   for (const auto& p : procs) {
-    const int s = p.status.value_or(p.pid > 0 ? 1 : 127);
-    statuses.push_back(p.pid > 0 ? s : 1);
+    const bool started = p.child.pid() > 0;
+    const int s = p.status.value_or(started ? 1 : 127);
+    statuses.push_back(started ? s : 1);
     nlohmann::json r = {{"rank", p.rank.rank}, {"node", p.rank.node}, {"local_rank", p.rank.local_rank},
-                        {"started", p.pid > 0}};
+                        {"started", started}};
     if (p.status) {
       r["exit_status"] = *p.status;
       r["wall_time_s"] = p.wall_s;

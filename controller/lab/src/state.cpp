@@ -107,26 +107,23 @@ fs::path make_lab_dir(const std::string& lab) {
   return dir;
 }
 
-int open_lab_file(const fs::path& file, int flags, mode_t mode) {
+UniqueFd open_lab_file(const fs::path& file, int flags, mode_t mode) {
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const int fd = ::open(file.c_str(), flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd < 0) {
+    UniqueFd fd(::open(file.c_str(), flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode));
+    if (!fd) {
       const int err = errno;
       // A symbolic link (ELOOP) is never ours to follow: remove it and create the file.
       if (err == ELOOP && attempt == 0 && ::unlink(file.c_str()) == 0) continue;
       throw std::runtime_error(fmt::format("open {}: {}", file.string(), errno_text(err)));
     }
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
-      ::close(fd);
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+      fd.reset();
       if (attempt == 0 && ::unlink(file.c_str()) == 0) continue;
       throw std::runtime_error(fmt::format("refusing {}: not a regular file of this user", file.string()));
     }
-    if ((st.st_mode & 07777) != mode && ::fchmod(fd, mode) != 0) {
-      const int err = errno;
-      ::close(fd);
-      throw std::runtime_error(fmt::format("chmod {}: {}", file.string(), errno_text(err)));
-    }
+    if ((st.st_mode & 07777) != mode && ::fchmod(fd.get(), mode) != 0)
+      throw std::runtime_error(fmt::format("chmod {}: {}", file.string(), errno_text(errno)));
     return fd;
   }
   throw std::runtime_error(fmt::format("open {}: it keeps changing", file.string()));
@@ -180,61 +177,47 @@ void write_state(const LabState& s) {
   const auto text = to_json(s).dump(2) + "\n";
   // A fresh file (O_EXCL after removing any left over): nothing another process prepared.
   ::unlink(tmp.c_str());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error(fmt::format("open {}: {}", tmp.string(), std::strerror(errno)));
-  if (::fchmod(fd, 0644) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw std::runtime_error(fmt::format("chmod {}: {}", tmp.string(), std::strerror(err)));
-  }
+  const UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd) throw std::runtime_error(fmt::format("open {}: {}", tmp.string(), std::strerror(errno)));
+  if (::fchmod(fd.get(), 0644) != 0)
+    throw std::runtime_error(fmt::format("chmod {}: {}", tmp.string(), std::strerror(errno)));
   const char* p = text.data();
   std::size_t left = text.size();
   while (left > 0) {
-    auto n = ::write(fd, p, left);
+    auto n = ::write(fd.get(), p, left);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      throw std::runtime_error(fmt::format("write {}: {}", tmp.string(), std::strerror(err)));
-    }
+    if (n < 0) throw std::runtime_error(fmt::format("write {}: {}", tmp.string(), std::strerror(errno)));
     p += n;
     left -= static_cast<std::size_t>(n);
   }
   // No fsync: the rename makes the update atomic for any process that reads it, even
   // after this one is killed, and /run does not outlive a reboot anyway. (An fsync costs
   // milliseconds on a disk-backed /run and would dominate every `link set`.)
-  ::close(fd);
   fs::rename(tmp, dir / "state.json");
 }
 
 std::optional<LabState> read_state(const std::string& lab) {
   const auto dir = lab_dir(lab);
   const auto path = dir / "state.json";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) {
     if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
     if (errno == ELOOP) throw std::runtime_error(fmt::format("refusing {}: it is a symbolic link", path.string()));
     throw std::runtime_error(fmt::format("open {}: {}", path.string(), std::strerror(errno)));
   }
   std::string text;
-  try {
-    struct stat st {}, dst {};
-    if (::fstat(fd, &st) != 0) throw std::runtime_error(fmt::format("stat {}: {}", path.string(), std::strerror(errno)));
-    if (!S_ISREG(st.st_mode)) throw std::runtime_error(fmt::format("refusing {}: not a regular file", path.string()));
-    check_trusted(path, st);
-    if (::lstat(dir.c_str(), &dst) == 0) check_trusted(dir, dst);
-    char buf[8192];
-    for (;;) {
-      const auto n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      text.append(buf, static_cast<std::size_t>(n));
-    }
-  } catch (...) {
-    ::close(fd);
-    throw;
+  struct stat st {}, dst {};
+  if (::fstat(fd.get(), &st) != 0) throw std::runtime_error(fmt::format("stat {}: {}", path.string(), std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) throw std::runtime_error(fmt::format("refusing {}: not a regular file", path.string()));
+  check_trusted(path, st);
+  if (::lstat(dir.c_str(), &dst) == 0) check_trusted(dir, dst);
+  char buf[8192];
+  for (;;) {
+    const auto n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
   }
-  ::close(fd);
   try {
     return state_from_json(nlohmann::json::parse(text));
   } catch (const std::exception&) {
@@ -259,9 +242,9 @@ void remove_lab_dir(const std::string& lab) {
 std::optional<LabLock> LabLock::try_acquire(const std::string& lab) {
   const auto dir = lab_dir(lab);
   const auto path = dir / "lock";
-  int fd = -1;
+  UniqueFd fd;
   // A controller that is exiting removes the folder; it may vanish under us once or twice.
-  for (int attempt = 0; fd < 0; ++attempt) {
+  for (int attempt = 0; !fd; ++attempt) {
     try {
       make_lab_dir(lab);
       fd = open_lab_file(path, O_RDWR, 0644);
@@ -271,27 +254,18 @@ std::optional<LabLock> LabLock::try_acquire(const std::string& lab) {
       if (attempt >= 19 || ::lstat(dir.c_str(), &st) == 0) throw;
     }
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int err = errno;
-    ::close(fd);
-    if (err == EWOULDBLOCK) return std::nullopt;
-    throw std::runtime_error(fmt::format("flock {}: {}", path.string(), std::strerror(err)));
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) return std::nullopt;
+    throw std::runtime_error(fmt::format("flock {}: {}", path.string(), std::strerror(errno)));
   }
-  return LabLock(fd);
-}
-
-LabLock::LabLock(LabLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-LabLock::~LabLock() {
-  if (fd_ >= 0) ::close(fd_);
+  return LabLock(std::move(fd));
 }
 
 bool controller_alive(const std::string& lab) {
   const auto path = lab_dir(lab) / "lock";
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  ::close(fd);
-  return held;
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return false;
+  return ::flock(fd.get(), LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
 }
 
 }  // namespace wanlab::lab
@@ -323,25 +297,20 @@ std::optional<fs::path> end_orphaned_run(const LabState& state, const std::strin
   const fs::path file = fs::path(state.run->out) / "error.txt";
   const auto text = orphaned_run_text(state, noticed_by, utc_timestamp());
   // O_EXCL: whoever notices first writes it; a run that failed on its own has one already.
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
+  const UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd) {
     if (errno == EEXIST) return std::nullopt;
     throw std::runtime_error(fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
   }
   const char* p = text.data();
   std::size_t left = text.size();
   while (left > 0) {
-    const auto n = ::write(fd, p, left);
+    const auto n = ::write(fd.get(), p, left);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      throw std::runtime_error(fmt::format("write {}: {}", file.string(), std::strerror(err)));
-    }
+    if (n <= 0) throw std::runtime_error(fmt::format("write {}: {}", file.string(), std::strerror(errno)));
     p += n;
     left -= static_cast<std::size_t>(n);
   }
-  ::close(fd);
   return file;
 }
 

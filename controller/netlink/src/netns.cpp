@@ -76,18 +76,6 @@ void restore_or_abort(const Fd& previous, const std::string& context) {
 
 }  // namespace
 
-Fd& Fd::operator=(Fd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(o.fd_, -1);
-  }
-  return *this;
-}
-
-Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 std::optional<Netns> Netns::create(const std::string& name) {
   check_name("create netns", name);
   make_run_dir_shared(name);

@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "wanlab/common/unique_fd.hpp"
+
 namespace wanlab::netlink {
 namespace {
 
@@ -17,12 +19,9 @@ class IoctlSocket {
  public:
   explicit IoctlSocket(const Netns& ns) {
     ScopedNetns in(ns);
-    fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) throw Error("open ethtool socket", "in " + ns.name(), errno);
+    fd_.reset(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!fd_) throw Error("open ethtool socket", "in " + ns.name(), errno);
   }
-  ~IoctlSocket() { ::close(fd_); }
-  IoctlSocket(const IoctlSocket&) = delete;
-  IoctlSocket& operator=(const IoctlSocket&) = delete;
 
   // ETHTOOL_G* / ETHTOOL_S* with a struct ethtool_value.
   std::uint32_t call(const Netns& ns, const std::string& ifname, std::uint32_t cmd, std::uint32_t value,
@@ -33,12 +32,12 @@ class IoctlSocket {
     ifreq ifr{};
     std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
     ifr.ifr_data = reinterpret_cast<char*>(&ev);
-    if (::ioctl(fd_, SIOCETHTOOL, &ifr) != 0) throw Error(what, ifname + " in " + ns.name(), errno);
+    if (::ioctl(fd_.get(), SIOCETHTOOL, &ifr) != 0) throw Error(what, ifname + " in " + ns.name(), errno);
     return ev.data;
   }
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 }  // namespace

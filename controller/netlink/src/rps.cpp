@@ -13,6 +13,10 @@
 
 #include <fmt/format.h>
 
+#include "wanlab/common/child_process.hpp"
+#include "wanlab/common/system_error.hpp"
+#include "wanlab/common/unique_fd.hpp"
+
 namespace wanlab::netlink {
 
 std::string rps_mask(const std::vector<int>& cpus) {
@@ -65,23 +69,22 @@ constexpr int kMaxQueues = 64;
   char text[256];
   ssize_t got = 0;
   for (std::size_t q = 0; q < paths.size(); ++q) {
-    const int fd = ::open(paths[q].c_str(), value ? O_WRONLY | O_CLOEXEC : O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    const UniqueFd fd(::open(paths[q].c_str(), value ? O_WRONLY | O_CLOEXEC : O_RDONLY | O_CLOEXEC));
+    if (!fd) {
       if (q > 0 && errno == ENOENT) break;  // past the last queue
       fail(5);
     }
     if (value) {
-      const ssize_t w = ::write(fd, value->data(), value->size());
+      const ssize_t w = ::write(fd.get(), value->data(), value->size());
       if (w < 0) {
         const Report r{6, errno};
         (void)!::write(out_fd, &r, sizeof r);
         ::_exit(1);
       }
     } else {
-      got = ::read(fd, text, sizeof text);
+      got = ::read(fd.get(), text, sizeof text);
       if (got < 0) got = 0;
     }
-    ::close(fd);
     if (!value) break;  // rx-0 only
   }
   const Report ok{0, 0};
@@ -97,31 +100,29 @@ std::string in_child(const Netns& ns, const std::string& ifname, const std::stri
   std::vector<std::string> paths;
   for (int q = 0; q < (value ? kMaxQueues : 1); ++q)
     paths.push_back(fmt::format("/sys/class/net/{}/queues/rx-{}/rps_cpus", ifname, q));
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("pipe for", object, errno);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int e = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw Error("fork for", object, e);
+  Pipe report;
+  ChildProcess helper;
+  try {
+    report = make_pipe(object.c_str());
+    const int out_fd = report.write.get();
+    helper = ChildProcess::fork_call(object, [&]() -> int { child(ns.fd(), out_fd, paths, value); });
+  } catch (const SystemError& e) {
+    throw Error(e.call(), object, e.code());
   }
-  if (pid == 0) {
-    ::close(fds[0]);
-    child(ns.fd(), fds[1], paths, value);
-  }
-  ::close(fds[1]);
+  report.write.reset();
   std::string data;
   char buf[512];
   for (;;) {
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    const ssize_t n = ::read(report.read.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     data.append(buf, static_cast<std::size_t>(n));
   }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  report.read.reset();
+  try {
+    helper.wait();
+  } catch (const SystemError&) {
+    // Its report (or the lack of one) says how it went.
   }
   if (data.size() < sizeof(Report)) throw Error(value ? "write" : "read", object, EIO, "the helper process died");
   Report r{};

@@ -26,8 +26,10 @@
 #include "wanlab/common/channel_address.hpp"
 #include "wanlab/common/version.hpp"
 #include "wanlab/common/channel_server.hpp"
+#include "wanlab/common/child_process.hpp"
 #include "wanlab/common/protocol.hpp"
 #include "wanlab/common/text.hpp"
+#include "wanlab/common/unique_fd.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/lab/host_tcp.hpp"
 #include "wanlab/lab/naming.hpp"
@@ -47,44 +49,36 @@ namespace {
 
 // Starts `binary args...` inside the named network namespace, output to `log`. Everything
 // the child needs is prepared before fork(): between fork and exec it only makes system
-// calls (this process has threads).
+// calls (this process has threads). A failed exec is thrown with its errno. The pid is
+// handed on: the run's bookkeeping reaps it (or kills what is left over).
 pid_t spawn_in_netns(const std::string& netns, const fs::path& binary, const std::vector<std::string>& args,
                      const fs::path& log) {
   // The node as `wanlab exec` and `wanlab launch` enter it: its host name and hosts file too.
   const netlink::NodeEntry entry(netns);
-  const int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (logfd < 0) {
-    throw std::runtime_error(fmt::format("open {}: {}", log.string(), std::strerror(errno)));
-  }
-  std::vector<std::string> all{binary.string()};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  const UniqueFd logfd(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!logfd) throw std::runtime_error(fmt::format("open {}: {}", log.string(), std::strerror(errno)));
+  const UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  SpawnOptions o;
+  o.argv = {binary.string()};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
   const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
+  o.in_child = [&entry, parent] {
     // The agent ends with this controller: SIGHUP when it dies (the run cannot go on
     // without it; docs/protocol.md), a signal nothing else sends it. Forked by the daemon's
     // only io thread, which lives as long as the daemon.
-    if (::prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || ::getppid() != parent) ::_exit(125);
+    if (::prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || ::getppid() != parent) return 125;
     const char* failed = "";
-    if (entry.enter(&failed) != 0) ::_exit(126);
+    if (entry.enter(&failed) != 0) return 126;
     // Not the control plane's priority (lab_commands.cpp): the agents are the workload.
     ::setpriority(PRIO_PROCESS, 0, 0);
-    ::dup2(logfd, 1);
-    ::dup2(logfd, 2);
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    // The daemon's sockets (API, agents, netlink) stay with the daemon.
-    ::close_range(3, ~0U, 0);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  const int err = errno;
-  ::close(logfd);
-  if (pid < 0) throw std::runtime_error(fmt::format("fork: {}", std::strerror(err)));
-  return pid;
+    return 0;
+  };
+  o.stdout_fd = logfd.get();
+  o.stderr_fd = logfd.get();
+  o.stdin_fd = devnull.get();
+  // The daemon's sockets (API, agents, netlink) stay with the daemon.
+  o.close_other_fds = true;
+  return ChildProcess::spawn(o).detach();
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 
 #include "wanlab/common/indexed_heap.hpp"
 #include "wanlab/common/thread.hpp"
+#include "wanlab/common/unique_fd.hpp"
 #include "wanlab/shaping/flow_gate.hpp"
 #include "wanlab/shaping/gso.hpp"
 
@@ -193,13 +194,12 @@ std::size_t link_capacity(const LinkModelParams& p) {
 
 Mac interface_mac(const netlink::Netns& ns, const std::string& ifname) {
   netlink::ScopedNetns in(ns);
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error(fmt::format("socket: {}", std::strerror(errno)));
+  const UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd) throw std::runtime_error(fmt::format("socket: {}", std::strerror(errno)));
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
-  const int rc = ::ioctl(fd, SIOCGIFHWADDR, &ifr);
+  const int rc = ::ioctl(fd.get(), SIOCGIFHWADDR, &ifr);
   const int err = errno;
-  ::close(fd);
   if (rc != 0) throw std::runtime_error(fmt::format("SIOCGIFHWADDR {} in {}: {}", ifname, ns.name(), std::strerror(err)));
   Mac m;
   std::memcpy(m.data(), ifr.ifr_hwaddr.sa_data, 6);
@@ -219,7 +219,7 @@ struct Engine::Impl {
   std::vector<std::unique_ptr<FlowGates>> gates;  // per link; null: no gated flows
   // Every link by its next event (kNever: none).
   IndexedMinHeap<Nanos> heap;
-  int wake_fd = -1;
+  UniqueFd wake_fd;
   std::thread thread;
   std::atomic<bool> running{false};
 
@@ -279,11 +279,8 @@ struct Engine::Impl {
     published_flows.resize(cfg.links.size());
     gates.resize(cfg.links.size());
     declared.resize(cfg.links.size());
-    wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd < 0) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
-  }
-  ~Impl() {
-    if (wake_fd >= 0) ::close(wake_fd);
+    wake_fd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_fd) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
   }
 
   // Each ring setup waits for an RCU grace period in the kernel; opening the sockets in
@@ -343,7 +340,7 @@ struct Engine::Impl {
 
   void wake() const {
     std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
+    [[maybe_unused]] auto n = ::write(wake_fd.get(), &one, sizeof one);
   }
 
   void free_lost(LinkModel& m) {
@@ -700,7 +697,7 @@ struct Engine::Impl {
       fds[nports + i] = {big_sockets[i]->fd(), POLLIN, 0};
     }
     const std::size_t wake_index = 2 * nports;
-    fds[wake_index] = {wake_fd, POLLIN, 0};
+    fds[wake_index] = {wake_fd.get(), POLLIN, 0};
     std::vector<std::uint32_t> pending_tx(nports, 0);
     Nanos oldest_pending = kNever;
     auto flush_port = [&](std::size_t p) {
@@ -773,7 +770,7 @@ struct Engine::Impl {
       const int rc = ::ppoll(fds.data(), fds.size(), &ts, nullptr);
       if (rc > 0 && (fds[wake_index].revents & POLLIN)) {
         std::uint64_t v;
-        [[maybe_unused]] auto n = ::read(wake_fd, &v, sizeof v);
+        [[maybe_unused]] auto n = ::read(wake_fd.get(), &v, sizeof v);
       }
     }
     flush_all();

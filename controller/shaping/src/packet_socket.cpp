@@ -51,8 +51,8 @@ PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, 
     // Protocol 0: the socket receives nothing until bind() names ETH_P_ALL below. A socket
     // that is already receiving makes every ring setup and the bind wait for an RCU grace
     // period (synchronize_net; bench/results/2026-11-21-engine.md).
-    fd_ = ::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd_ < 0) fail("socket(AF_PACKET)", ifname, errno);
+    fd_.reset(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd_) fail("socket(AF_PACKET)", ifname, errno);
   }
   try {
     const unsigned ifindex = [&] {
@@ -62,10 +62,10 @@ PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, 
     if (ifindex == 0) fail("if_nametoindex", ifname, errno);
 
     int v = TPACKET_V2;
-    if (::setsockopt(fd_, SOL_PACKET, PACKET_VERSION, &v, sizeof v) != 0) fail("PACKET_VERSION", ifname, errno);
+    if (::setsockopt(fd_.get(), SOL_PACKET, PACKET_VERSION, &v, sizeof v) != 0) fail("PACKET_VERSION", ifname, errno);
     int one = 1;
     // Frames come and go with their virtio-net header: GSO and checksum state (gso.hpp).
-    if (::setsockopt(fd_, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) != 0) fail("PACKET_VNET_HDR", ifname, errno);
+    if (::setsockopt(fd_.get(), SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) != 0) fail("PACKET_VNET_HDR", ifname, errno);
     // Only frames of min_len..max_len bytes (this socket's share of the interface).
     sock_filter code[] = {
         {BPF_LD | BPF_W | BPF_LEN, 0, 0, 0},
@@ -75,15 +75,15 @@ PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, 
         {BPF_RET | BPF_K, 0, 0, 0},
     };
     sock_fprog prog{static_cast<unsigned short>(std::size(code)), code};
-    if (::setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) fail("SO_ATTACH_FILTER", ifname, errno);
+    if (::setsockopt(fd_.get(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) fail("SO_ATTACH_FILTER", ifname, errno);
     // Frames this host transmits (ours included) are not received back.
-    if (::setsockopt(fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one) != 0)
+    if (::setsockopt(fd_.get(), SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one) != 0)
       fail("PACKET_IGNORE_OUTGOING", ifname, errno);
     // The engine is the link: its frames skip the interface's qdisc.
-    if (::setsockopt(fd_, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one) != 0)
+    if (::setsockopt(fd_.get(), SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one) != 0)
       fail("PACKET_QDISC_BYPASS", ifname, errno);
     // A full TX ring frame is dropped rather than blocking the engine.
-    if (::setsockopt(fd_, SOL_PACKET, PACKET_LOSS, &one, sizeof one) != 0) fail("PACKET_LOSS", ifname, errno);
+    if (::setsockopt(fd_.get(), SOL_PACKET, PACKET_LOSS, &one, sizeof one) != 0) fail("PACKET_LOSS", ifname, errno);
 
     // 64 KiB blocks: order-4 allocations the kernel finds at once (1 MiB blocks made each
     // ring slow to set up: bench/results/2026-11-21-engine.md).
@@ -101,11 +101,11 @@ PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, 
       throw std::invalid_argument("ring geometry: frames must fill whole 64 KiB blocks");
     auto rx = ring_req(geo_.rx_frames);
     auto tx = ring_req(geo_.tx_frames);
-    if (::setsockopt(fd_, SOL_PACKET, PACKET_RX_RING, &rx, sizeof rx) != 0) fail("PACKET_RX_RING", ifname, errno);
-    if (::setsockopt(fd_, SOL_PACKET, PACKET_TX_RING, &tx, sizeof tx) != 0) fail("PACKET_TX_RING", ifname, errno);
+    if (::setsockopt(fd_.get(), SOL_PACKET, PACKET_RX_RING, &rx, sizeof rx) != 0) fail("PACKET_RX_RING", ifname, errno);
+    if (::setsockopt(fd_.get(), SOL_PACKET, PACKET_TX_RING, &tx, sizeof tx) != 0) fail("PACKET_TX_RING", ifname, errno);
     ring_bytes_ = static_cast<std::size_t>(geo_.rx_frames + geo_.tx_frames) * geo_.frame_size;
-    void* m = ::mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_LOCKED, fd_, 0);
-    if (m == MAP_FAILED) m = ::mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    void* m = ::mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_LOCKED, fd_.get(), 0);
+    if (m == MAP_FAILED) m = ::mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
     if (m == MAP_FAILED) fail("mmap packet rings", ifname, errno);
     ring_ = static_cast<std::uint8_t*>(m);
     max_frame_ = ring_max_frame(geo_);
@@ -114,17 +114,15 @@ PacketSocket::PacketSocket(const netlink::Netns& ns, const std::string& ifname, 
     sll.sll_family = AF_PACKET;
     sll.sll_protocol = htons(ETH_P_ALL);
     sll.sll_ifindex = static_cast<int>(ifindex);
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) fail("bind", ifname, errno);
+    if (::bind(fd_.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) fail("bind", ifname, errno);
   } catch (...) {
     if (ring_) ::munmap(ring_, ring_bytes_);
-    ::close(fd_);
-    throw;
+    throw;  // fd_ closes itself
   }
 }
 
 PacketSocket::~PacketSocket() {
-  if (ring_) ::munmap(ring_, ring_bytes_);
-  if (fd_ >= 0) ::close(fd_);
+  if (ring_) ::munmap(ring_, ring_bytes_);  // then fd_ closes
 }
 
 bool PacketSocket::peek(Received& r) const {
@@ -166,13 +164,13 @@ bool PacketSocket::send(const std::uint8_t* frame, std::uint32_t len) {
 std::uint64_t PacketSocket::rx_ring_dropped() {
   tpacket_stats st{};
   socklen_t len = sizeof st;
-  if (::getsockopt(fd_, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0) rx_dropped_ += st.tp_drops;
+  if (::getsockopt(fd_.get(), SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0) rx_dropped_ += st.tp_drops;
   return rx_dropped_;
 }
 
 void PacketSocket::flush() {
   if (tx_pending_ == 0) return;
-  ::send(fd_, nullptr, 0, MSG_DONTWAIT);
+  ::send(fd_.get(), nullptr, 0, MSG_DONTWAIT);
   tx_pending_ = 0;
 }
 

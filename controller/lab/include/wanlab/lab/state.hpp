@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wanlab/common/unique_fd.hpp"
+
 namespace wanlab::lab {
 
 std::filesystem::path state_root();
@@ -74,7 +76,7 @@ std::filesystem::path make_lab_dir(const std::string& lab);
 /// Opens `file` (in a lab folder) with `flags` | O_CREAT | O_NOFOLLOW | O_CLOEXEC, as this
 /// user's file of exactly `mode`: a file there of another user is removed first. Returns the
 /// descriptor; throws std::runtime_error naming the file.
-int open_lab_file(const std::filesystem::path& file, int flags, mode_t mode);
+UniqueFd open_lab_file(const std::filesystem::path& file, int flags, mode_t mode);
 /// Throws std::runtime_error unless `st` (of `what`) is owned by root or this user and not
 /// writable by group or others.
 void check_trusted(const std::filesystem::path& what, const struct stat& st);
@@ -96,14 +98,13 @@ class LabLock {
  public:
   /// nullopt if someone else holds it.
   static std::optional<LabLock> try_acquire(const std::string& lab);
-  LabLock(LabLock&& o) noexcept;
+  LabLock(LabLock&& o) noexcept = default;
   LabLock& operator=(LabLock&&) = delete;
-  ~LabLock();
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
 
  private:
-  explicit LabLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  explicit LabLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
 };
 
 /// True while a controller holds the lab's lock.

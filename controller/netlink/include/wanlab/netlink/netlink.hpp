@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "wanlab/common/unique_fd.hpp"
 #include "wanlab/common/units.hpp"
 
 struct nl_sock;
@@ -32,22 +33,8 @@ class Error : public std::runtime_error {
   int code_;
 };
 
-/// A move-only file descriptor, always close-on-exec.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd();
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
+/// A move-only file descriptor (the lab opens its own close-on-exec).
+using Fd = wanlab::UniqueFd;
 
 /// A named network namespace, visible to `ip netns` (a bind mount at /run/netns/NAME,
 /// made exactly as iproute2 does, /run/netns being a shared mount point).

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <string>
 
+#include "wanlab/common/unique_fd.hpp"
 #include "wanlab/netlink/netlink.hpp"
 #include "wanlab/shaping/gso.hpp"
 
@@ -50,7 +51,7 @@ class PacketSocket {
   PacketSocket(const PacketSocket&) = delete;
   PacketSocket& operator=(const PacketSocket&) = delete;
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   const std::string& ifname() const { return ifname_; }
   /// Largest frame the rings carry.
   std::uint32_t max_frame() const { return max_frame_; }
@@ -84,7 +85,7 @@ class PacketSocket {
 
   std::string ifname_;
   Ring geo_;
-  int fd_ = -1;
+  UniqueFd fd_;
   std::uint8_t* ring_ = nullptr;
   std::size_t ring_bytes_ = 0;
   std::uint32_t rx_next_ = 0;
