@@ -10,6 +10,7 @@
 #include "run_support.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/evidence/analyze.hpp"
+#include "wanlab/evidence/chakra_import.hpp"
 #include "wanlab/evidence/trace_import.hpp"
 #include "wanlab/run/results.hpp"
 #include "wanlab/sim/simulator.hpp"
@@ -135,7 +136,8 @@ int cmd_import_trace(const ImportTraceArgs& a) {
   evidence::ImportedJob job;
   workload::Plan plan;
   try {
-    job = evidence::import_pytorch_traces(files, options);
+    job = !files.empty() && evidence::is_chakra_trace(files.front()) ? evidence::import_chakra_traces(files, options)
+                                                                      : evidence::import_pytorch_traces(files, options);
     plan = evidence::replay_plan(job, topo, a.placement, eff, std::max(job.iterations, 1) + 1, 1);
   } catch (const evidence::EvidenceError& e) {
     fmt::print(stderr, "wanlab: import-trace: {}\n", e.what());
@@ -149,9 +151,8 @@ int cmd_import_trace(const ImportTraceArgs& a) {
     fmt::print(stderr, "wanlab: import-trace: {}\n", e.what());
     return 1;
   }
-  fmt::print("imported {} ranks, {} iterations; measured iteration time {:.4f} s (the slowest rank's ProfilerStep, "
-             "mean)\n",
-             job.programs.size(), job.iterations, job.measured_iteration_mean_s);
+  fmt::print("imported {} ranks ({}), {} iterations; measured iteration time {:.4f} s (the slowest rank's, mean)\n",
+             job.programs.size(), job.source, job.iterations, job.measured_iteration_mean_s);
   for (const auto& n : job.notes) fmt::print("  note: {}\n", n);
   for (const auto& u : job.unsupported) fmt::print("  not imported: {}\n", u);
   if (a.no_simulate) {
@@ -192,7 +193,7 @@ int cmd_import_trace(const ImportTraceArgs& a) {
   card.plan = &plan;
   card.topology = &plan.topology;
   card.summary = summary;
-  card.framework = "pytorch (imported profiler trace), replayed by the wanlab simulator";
+  card.framework = job.source + " (imported), replayed by the wanlab simulator";
   card.launched = a.traces;
   write_run_card(folder, card);
   fmt::print("simulated on {}: iteration time {:.4f} s, {:+.1f} % against the measured {:.4f} s; run folder {} "

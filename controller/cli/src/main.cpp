@@ -446,7 +446,7 @@ int main(int argc, char** argv) {
   ImportTraceArgs import_trace;
   auto* import_cmd = app.add_subcommand(
       "import-trace", "Turn the PyTorch profiler traces of a distributed job (Chrome-trace JSON, one per rank; Kineto "
-                      "or the autograd profiler) into wanlab worker programs, list what could not be carried over, "
+                      "or the autograd profiler) or its Chakra execution traces (.et) into wanlab worker programs, list what could not be carried over, "
                       "and replay the job in the simulator on a topology (docs/evidence.md)");
   import_cmd->add_option("traces", import_trace.traces, "Trace files, one per rank (rank order)")->required();
   import_cmd->add_option("--topology", import_trace.topology, "Topology file to replay on")->required();

@@ -294,9 +294,10 @@ json ImportedJob::to_json() const {
   json p = json::array();
   for (const auto& w : programs) p.push_back(program::to_json(w));
   return {{"format", "wanlab programs"},
-          {"source", "pytorch profiler (Chrome trace)"},
+          {"source", source},
           {"files", files},
           {"ranks", programs.size()},
+          {"effective_flops", effective_flops},
           {"iterations_imported", iterations},
           {"measured_iteration_s", {{"per_iteration", measured_iteration_s}, {"mean", measured_iteration_mean_s}}},
           {"unsupported", unsupported},
@@ -308,6 +309,7 @@ ImportedJob import_pytorch_documents(const std::vector<json>& docs, const std::v
                                      const ImportOptions& options) {
   ImportedJob job;
   job.files = names;
+  job.effective_flops = options.effective_flops;
   if (docs.empty()) throw EvidenceError("import: no trace files");
   const int n = static_cast<int>(docs.size());
   std::vector<Rank> ranks;

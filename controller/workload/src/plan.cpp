@@ -1,4 +1,5 @@
 #include "wanlab/workload/plan.hpp"
+#include "wanlab/workload/program_file.hpp"
 
 #include <fmt/format.h>
 
@@ -372,6 +373,37 @@ std::vector<Plan::LinkBytes> wan_bytes(const Plan& plan) {
   return out;
 }
 
+// A scenario's programs replayed as given (program_file.hpp): bytes scaled as the model's
+// would be (a ring inside one DC by lan_scale), compute at the file's FLOP/s or the GPU's.
+Plan program_plan(Plan plan) {
+  const auto& s = plan.scenario;
+  plan.workers = place_programs(s, plan.topology);
+  for (const auto& w : plan.workers) {
+    auto p = s.programs.at(static_cast<std::size_t>(w.worker));
+    p.stage = w.stage;
+    p.dp_rank = w.dp_rank;
+    p.tp_rank = w.tp_rank;
+    for (auto& op : p.ops) {
+      if (op.kind == program::OpKind::allreduce) {
+        bool one_dc = true;
+        for (int m : op.ring) one_dc = one_dc && plan.workers.at(static_cast<std::size_t>(m)).dc == w.dc;
+        op.bytes = scaled_bytes(op.bytes, one_dc ? run_lan_scale(s) : s.scale);
+      } else if (op.kind == program::OpKind::send || op.kind == program::OpKind::recv) {
+        op.bytes = scaled_bytes(s, op.bytes);
+        if (op.kind == program::OpKind::send) plan.pipeline_message_bytes = std::max(plan.pipeline_message_bytes, op.bytes);
+      }
+    }
+    plan.programs.push_back(std::move(p));
+    plan.effective_flops.push_back(
+        s.programs_effective_flops.value_or(effective_flops(plan.topology.dcs.at(w.dc).gpu, s.model.dtype, s.mfu)));
+    StageCost c;
+    c.stage = w.stage;
+    plan.stages.push_back(c);
+  }
+  plan.wan_bytes_per_iteration = wan_bytes(plan);
+  return plan;
+}
+
 }  // namespace
 
 Plan build_plan(const Scenario& scenario, const core::Topology& topo) {
@@ -385,6 +417,7 @@ Plan build_plan(const Scenario& scenario, const core::Topology& topo) {
                                     topo.name, wanlab::to_string(topo.lan.rate), wanlab::to_string(topo.lan.delay)));
     d.throw_if_any();
   }
+  if (!scenario.programs.empty()) return program_plan(std::move(plan));
   plan.workers = place_workers(scenario, topo);
   std::vector<std::vector<std::size_t>> stage_dcs(static_cast<std::size_t>(scenario.parallelism.pp));
   for (const auto& w : plan.workers) stage_dcs.at(static_cast<std::size_t>(w.stage)).push_back(w.dc);

@@ -13,6 +13,7 @@
 #include "wanlab/arbiter/arbiter.hpp"
 #include "wanlab/common/units.hpp"
 #include "wanlab/core/json_fields.hpp"
+#include "wanlab/workload/program_file.hpp"
 
 namespace wanlab::workload {
 namespace fs = std::filesystem;
@@ -26,7 +27,7 @@ constexpr std::string_view kAllReduces[] = {"ring", "hierarchical"};
 constexpr std::string_view kTopKeys[] = {
     "name",     "description",      "topology",      "model",      "gpu",      "parallelism",
     "schedule", "micro_batch_size", "micro_batches", "iterations", "warmup",   "connections",
-    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill", "allreduce", "recompute", "send_mode", "virtual_stages", "memory"};
+    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill", "allreduce", "recompute", "send_mode", "virtual_stages", "memory", "programs"};
 constexpr std::string_view kMemoryKeys[] = {"optimizer_bytes_per_parameter", "distributed_optimizer", "recompute",
                                             "sequence_parallel", "reserve_gib"};
 constexpr std::string_view kPrefillKeys[] = {"model",  "arrival", "rate_per_s", "trace",           "loop",
@@ -106,9 +107,19 @@ class ScenarioParser {
     if (const json* v = find(doc, "description"))
       if (auto desc = as_string(*v, "/description", "a string", d_)) s_.description = *desc;
     topology(find(doc, "topology"));
-    model(find(doc, "model"), "/model", s_.model, model_);
+    const json* programs_doc = find(doc, "programs");
+    if (programs_doc) programs(*programs_doc);
+    if (!programs_doc || find(doc, "model"))
+      model(find(doc, "model"), "/model", s_.model, model_);
+    else
+      model_.ok = false;  // replayed programs need no model
     gpu(find(doc, "gpu"));
-    parallelism(find(doc, "parallelism"));
+    if (!programs_doc || find(doc, "parallelism")) parallelism(find(doc, "parallelism"));
+    if (!s_.programs.empty() && parallel_ok_ && s_.parallelism != Parallelism{static_cast<int>(s_.programs.size()), 1, 1})
+      d_.add("/parallelism", fmt::format("pp {}, dp {}, tp {}: the programs are {} workers, replayed as pp {}, dp 1, "
+                                         "tp 1; leave parallelism out",
+                                         s_.parallelism.pp, s_.parallelism.dp, s_.parallelism.tp, s_.programs.size(),
+                                         s_.programs.size()));
     run_shape(doc);
     memory(find(doc, "memory"));
     placement(find(doc, "placement"));
@@ -117,6 +128,25 @@ class ScenarioParser {
   }
 
  private:
+  // `programs`: a file of worker programs replayed in place of the model's (program_file.hpp).
+  void programs(const json& v) {
+    const std::string path = "/programs";
+    auto given = as_string(v, path, "a path to a file of worker programs (import-trace's import.json)", d_);
+    if (!given) return;
+    fs::path resolved = (base_dir_ / *given).lexically_normal();
+    std::error_code ec;
+    if (auto abs = fs::absolute(resolved, ec); !ec) resolved = abs;
+    try {
+      auto loaded = read_program_file(resolved);
+      s_.programs_file = resolved;
+      s_.programs = std::move(loaded.programs);
+      s_.programs_effective_flops = loaded.effective_flops;
+      s_.parallelism = {static_cast<int>(s_.programs.size()), 1, 1};
+    } catch (const core::ConfigError& e) {
+      for (const auto& item : e.diagnostics()) d_.add(path, item.to_string());
+    }
+  }
+
   void name(const json* v) {
     if (v == nullptr) {
       d_.add("/name", "missing: every scenario needs a name such as \"three-dc-7b\"");
@@ -801,6 +831,10 @@ json to_json(const Scenario& s) {
   if (s.lan_scale) j["lan_scale"] = *s.lan_scale;
   if (!s.description.empty()) j["description"] = s.description;
   if (!s.placement.empty()) j["placement"] = s.placement;
+  if (!s.programs_file.empty()) {
+    j["programs"] = s.programs_file.string();
+    if (s.model.layers == 0) j.erase("model");  // none given: the programs are the workload
+  }
   if (s.prefill) {
     const auto& p = *s.prefill;
     const auto& pm = p.model;

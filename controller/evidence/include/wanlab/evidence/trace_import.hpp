@@ -42,12 +42,16 @@ struct ImportOptions {
 };
 
 struct ImportedJob {
+  std::string source = "pytorch profiler (Chrome trace)";  // what the files are
   std::vector<std::string> files;
   std::vector<program::WorkerProgram> programs;  // by rank
   int iterations = 0;                            // ProfilerSteps imported (per rank)
   /// Per imported iteration, the slowest rank's ProfilerStep duration (s), and their mean.
   std::vector<double> measured_iteration_s;
   double measured_iteration_mean_s = 0;
+  /// The FLOP/s compute ops were counted at (ImportOptions::effective_flops): a scenario
+  /// replaying import.json (`programs`) computes at this rate, so compute lasts as measured.
+  double effective_flops = 0;
   std::vector<std::string> unsupported;  // what was not carried over, one line each
   std::vector<std::string> notes;        // how what was carried over was read
   nlohmann::json to_json() const;        // import.json

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wanlab/common/program.hpp"
 #include "wanlab/core/diagnostics.hpp"
 
 namespace wanlab::workload {
@@ -187,6 +188,13 @@ struct Scenario {
   std::vector<std::vector<std::string>> placement;
   /// BubbleTea prefill load; none: training only.
   std::optional<PrefillSpec> prefill;
+  /// Worker programs replayed as given (`programs`: a file of them, as `wanlab import-trace`
+  /// writes; workload/program_file.hpp) in place of those built from the model; the model
+  /// and parallelism may then be left out (pp = the programs' count, dp = tp = 1). Empty:
+  /// built from the model.
+  std::filesystem::path programs_file;  // resolved against the scenario file's folder
+  std::vector<program::WorkerProgram> programs;
+  std::optional<double> programs_effective_flops;  // the file's effective_flops
 };
 
 /// Linux's default receive buffer (tcp_rmem max 6 MiB) keeps about half in flight.
