@@ -138,7 +138,7 @@ TEST_CASE("varuna: GPipe with recomputation, the global batch kept, one connecti
   const auto s = shipped("two-dc-1b.json");
   const auto v = baseline_scenario(kVaruna, s, topo);
   CHECK(v.schedule == Schedule::gpipe);
-  CHECK(v.recompute);
+  CHECK(v.memory.recompute);
   CHECK(v.connections == 1);
   CHECK(v.policy == "fair");
   CHECK(v.placement == s.placement);  // PP across DCs: the scenario's own placement

@@ -298,6 +298,58 @@ TEST_CASE("memory: scenario fields parse, and bad ones are named", "[unit][workl
 
 // ---- uneven splits ----------------------------------------------------------------------
 
+TEST_CASE("memory: one recompute switch; the top-level field is read into it, deprecated",
+          "[unit][workload][memory]") {
+  nlohmann::json doc{{"name", "r"},
+                     {"topology", "three-dc.json"},
+                     {"model", {{"preset", "7b"}}},
+                     {"parallelism", {{"pp", 4}, {"dp", 1}, {"tp", 1}}},
+                     {"schedule", "gpipe"},
+                     {"micro_batches", 8}};
+  const auto plain = parse_scenario(doc, "r.json", kSource + "/topologies");
+  CHECK_FALSE(plain.memory.recompute);
+  CHECK(plain.warnings.empty());
+
+  auto old = doc;
+  old["recompute"] = true;  // as varuna's scenario.json was written before
+  const auto s = parse_scenario(old, "r.json", kSource + "/topologies");
+  CHECK(s.memory.recompute);
+  REQUIRE(s.warnings.size() == 1);
+  CHECK_THAT(s.warnings[0], Catch::Contains("r.json: /recompute: deprecated") &&
+                                Catch::Contains("\"memory\": {\"recompute\": true}"));
+  // Written back as memory.recompute only, and read back without a warning.
+  const auto j = to_json(s);
+  CHECK_FALSE(j.contains("recompute"));
+  CHECK(j["memory"]["recompute"] == true);
+  const auto again = parse_scenario(j, "r.json", kSource + "/topologies");
+  CHECK(again.memory.recompute);
+  CHECK(again.warnings.empty());
+
+  // The old field and the new one say the same thing: one memory model, one FLOP count.
+  auto now = doc;
+  now["memory"] = {{"recompute", true}};
+  const auto n = parse_scenario(now, "r.json", kSource + "/topologies");
+  CHECK(n.memory == s.memory);
+  const auto topo = core::load_topology(n.topology_path);
+  const auto pa = build_plan(s, topo), pb = build_plan(n, topo), pc = build_plan(plain, topo);
+  CHECK(pa.programs == pb.programs);
+  CHECK(stage_memory(s)[0].activations == stage_memory(n)[0].activations);
+  CHECK(stage_memory(s)[0].activations < stage_memory(plain)[0].activations);
+  CHECK_FALSE(pa.programs == pc.programs);  // the extra forward's FLOPs
+
+  // Both, contradicting: refused, naming both.
+  auto both = now;
+  both["recompute"] = false;
+  try {
+    (void)parse_scenario(both, "r.json", kSource + "/topologies");
+    FAIL("accepted");
+  } catch (const core::ConfigError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(e.diagnostics()[0].path == "/recompute");
+    CHECK_THAT(e.diagnostics()[0].reason, Catch::Contains("contradicts /memory/recompute true"));
+  }
+}
+
 TEST_CASE("uneven split: stage costs, programs and memory follow layers_per_stage", "[unit][workload][schedule]") {
   auto s = scenario(3, 1, 1, 4);  // 8 layers
   s.layers_per_stage = {2, 4, 2};

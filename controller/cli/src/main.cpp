@@ -8,12 +8,14 @@
 #include "evidence_commands.hpp"
 #include "launch_command.hpp"
 #include "replay_commands.hpp"
+#include "memory_command.hpp"
 #include "plan_command.hpp"
 #include "run_command.hpp"
 #include "simulate_command.hpp"
 #include "suggest.hpp"
 #include "wanlab/api/server.hpp"
 #include "wanlab/common/version.hpp"
+#include "wanlab/workload/baselines.hpp"
 #include "wanlab/common/secrets.hpp"
 
 int main(int argc, char** argv) {
@@ -282,6 +284,19 @@ int main(int argc, char** argv) {
   plan_cmd->footer("Exit status: 0 planned, 1 results could not be written, 2 bad input (a model that fits nowhere, "
                    "an unknown DC, a budget too short for one candidate).");
 
+  MemoryArgs memory;
+  auto* memory_cmd = app.add_subcommand(
+      "memory", "Per GPU and stage, what each scenario's plan needs in memory (weights, gradients, optimizer state, "
+                "activations in flight) against its GPUs', by the model run, bench and simulate refuse plans by "
+                "(docs/workloads.md); runs nothing");
+  memory_cmd->add_option("scenario", memory.scenarios, "Scenario files (JSON)")->required();
+  memory_cmd->add_option("--baseline", memory.baseline,
+                         "The named baseline's variant of each scenario (stock, stock-flat, varuna: its schedule, "
+                         "micro-batches and recomputation; docs/baselines.md)")
+      ->check(CLI::IsMember(wanlab::workload::baseline_names()));
+  memory_cmd->add_flag("--json", memory.json, "One JSON array on stdout, an object per scenario");
+  memory_cmd->footer("Exit status: 0 every plan fits, 1 one does not, 2 bad input.");
+
   std::optional<std::string> down_lab;
   auto* down_cmd = app.add_subcommand("down", "Remove a lab and everything it created (also after its controller died)");
   down_cmd->add_option("lab", down_lab, "Lab name (default: the only lab up)");
@@ -549,6 +564,7 @@ int main(int argc, char** argv) {
     }
     if (*sim_cmd) return cmd_simulate(simulate);
     if (*plan_cmd) return cmd_plan(plan);
+    if (*memory_cmd) return cmd_memory(memory);
     if (*down_cmd) return cmd_down(down_lab);
     if (*status_cmd) return cmd_status(status_lab, status_json);
     if (*exec_cmd) {

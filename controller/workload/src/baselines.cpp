@@ -139,7 +139,7 @@ Scenario baseline_scenario(const std::string& name, const Scenario& scenario, co
   } else if (name == kVaruna) {
     out = scenario;
     out.schedule = Schedule::gpipe;
-    out.recompute = true;
+    out.memory.recompute = true;
     std::tie(out.micro_batch_size, out.micro_batches) = varuna_micro_batches(scenario, topo);
   } else {
     throw std::invalid_argument(

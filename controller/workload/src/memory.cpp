@@ -114,7 +114,7 @@ std::vector<StageMemory> stage_memory(const Scenario& s) {
     const auto chunk_layers = s.virtual_stages > 1 ? split_layers(c.layers, s.virtual_stages) : std::vector<int>{c.layers};
     const Peak peak = schedule_peak(s, c.stage, chunk_layers, c.lm_head);
     sm.peak_in_flight = peak.in_flight;
-    if (s.memory.recompute || s.recompute) {  // the scenario's "recompute" (varuna) keeps inputs only too
+    if (s.memory.recompute) {
       // Each held (micro-batch, layer) keeps its input; one layer (and the logits) is rebuilt at a time.
       const std::uint64_t input = b * T * h / (sp ? tp : 1);
       sm.activations = peak.layer_units * input / 2 + per_layer + (c.lm_head ? head_bytes : 0);

@@ -333,7 +333,7 @@ program::WorkerProgram worker_program(const Plan& plan, const WorkerPlacement& w
       if (!model_output && !weight) p.ops.push_back(message(OpKind::recv, to, gradient_tag(mb, c, m), mb));
       // Recomputation runs the micro-batch's chunk forward again before its backward (before
       // the input half where the backward is split).
-      const double again = (s.recompute || s.memory.recompute) && st.part != program::BackwardPart::weight
+      const double again = s.memory.recompute && st.part != program::BackwardPart::weight
                                ? forward_flops[ci]
                                : 0;
       const double flops =

@@ -389,8 +389,22 @@ class ScenarioParser {
     if (const json* v = find(doc, "allreduce"))
       if (auto a = as_choice(*v, "/allreduce", "an all-reduce algorithm", kAllReduces, d_))
         s_.allreduce = *a == "hierarchical" ? AllReduce::hierarchical : AllReduce::ring;
+    // Deprecated: the one recomputation switch is memory.recompute; a top-level
+    // "recompute" (written by earlier versions, varuna's scenario.json) is read into it.
     if (const json* v = find(doc, "recompute"))
-      if (auto b = as_bool(*v, "/recompute", d_)) s_.recompute = *b;
+      if (auto b = as_bool(*v, "/recompute", d_)) {
+        const json* m = find(doc, "memory");
+        const json* mr = m != nullptr && m->is_object() ? find(*m, "recompute") : nullptr;
+        if (mr != nullptr && mr->is_boolean() && mr->get<bool>() != *b)
+          d_.add("/recompute", fmt::format("{} contradicts /memory/recompute {}: give only \"memory\": "
+                                           "{{\"recompute\": ...}} (the top-level field is deprecated)",
+                                           *b, mr->get<bool>()));
+        else if (mr == nullptr)
+          s_.memory.recompute = *b;
+        s_.warnings.push_back(fmt::format("{}: /recompute: deprecated: write \"memory\": {{\"recompute\": {}}} "
+                                          "instead (one switch: activations and the extra forward)",
+                                          d_.file(), *b));
+      }
   }
 
   // A size at full scale: "3MiB", "256KB" or a number of bytes.
@@ -789,7 +803,9 @@ Scenario parse_scenario(const json& doc, const std::string& file, const fs::path
 Scenario load_scenario(const fs::path& file) {
   core::Diagnostics d(file.string());
   const json doc = read_document(file.string(), d);
-  return parse_scenario(doc, file.string(), file.parent_path());
+  Scenario s = parse_scenario(doc, file.string(), file.parent_path());
+  for (const auto& w : s.warnings) fmt::print(stderr, "wanlab: warning: {}\n", w);
+  return s;
 }
 
 json to_json(const Scenario& s) {
@@ -816,7 +832,6 @@ json to_json(const Scenario& s) {
          {"tcp_slow_start_after_idle", s.tcp_slow_start_after_idle},
          {"tcp_congestion", s.tcp_congestion}};
   if (s.allreduce != AllReduce::ring) j["allreduce"] = to_string(s.allreduce);
-  if (s.recompute) j["recompute"] = true;
   if (s.tcp_window) j["tcp_window"] = *s.tcp_window;
   if (s.send_mode != SendMode::eager) j["send_mode"] = to_string(s.send_mode);
   if (s.virtual_stages != 1) j["virtual_stages"] = s.virtual_stages;

@@ -13,7 +13,7 @@
 //     (s+1, d, t); after it, except on the first stage: send them to (s-1, d, t);
 //   - after the backwards, with dp > 1: the all-reduce of the gradients among the
 //     replicas (s, *, t) (allreduce_ops()); then the optimizer step.
-//   - with the scenario's recompute, each backward's FLOPs include its forward's again.
+//   - with the scenario's memory.recompute, each backward's FLOPs include its forward's again.
 // Each TP rank carries 1/tp of a stage boundary's tensor (the receiving TP group gathers
 // the rest inside its node, which is not modeled). Bytes on the wire are multiplied by the
 // scenario's scale and rounded, at least 1.

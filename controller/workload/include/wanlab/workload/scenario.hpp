@@ -63,7 +63,11 @@ struct MemorySpec {
   /// weights, momentum, variance), or 8 (momentum, variance) when the model trains in fp32.
   std::optional<double> optimizer_bytes_per_parameter;
   bool distributed_optimizer = false;  // the optimizer state sharded over the dp replicas (ZeRO-1)
-  bool recompute = false;              // full activation recomputation: keep only each layer's input
+  /// Full activation recomputation, as Varuna and Megatron-LM's full recomputation run it:
+  /// only each layer's input is kept (memory.hpp), and every backward runs its
+  /// micro-batch's forward again first (backward FLOPs + forward FLOPs, plan.hpp). The
+  /// scenario's only recomputation switch; a top-level "recompute" (deprecated) sets it.
+  bool recompute = false;
   /// Megatron-LM's sequence parallelism with TP: the norms' activations split tp ways too.
   bool sequence_parallel = true;
   std::uint64_t reserve_bytes = 0;     // per GPU, for the CUDA context and allocator slack
@@ -181,9 +185,6 @@ struct Scenario {
   std::optional<std::uint64_t> tcp_window;
   /// The DP all-reduce's algorithm (AllReduce); "ring" by default.
   AllReduce allreduce = AllReduce::ring;
-  /// Activation recomputation: every backward runs its micro-batch's forward again first
-  /// (backward FLOPs + forward FLOPs), as Varuna and Megatron's full recomputation do.
-  bool recompute = false;
   /// placement[stage][dp replica] = DC name; empty: the Atlas rule places the stages.
   std::vector<std::vector<std::string>> placement;
   /// BubbleTea prefill load; none: training only.
@@ -195,6 +196,9 @@ struct Scenario {
   std::filesystem::path programs_file;  // resolved against the scenario file's folder
   std::vector<program::WorkerProgram> programs;
   std::optional<double> programs_effective_flops;  // the file's effective_flops
+  /// Deprecated fields the file used, one line each ("file: /path: what to write instead");
+  /// load_scenario prints them to stderr.
+  std::vector<std::string> warnings;
 };
 
 /// Linux's default receive buffer (tcp_rmem max 6 MiB) keeps about half in flight.
