@@ -190,7 +190,7 @@ TEST_CASE("model helpers", "[unit][topology]") {
   const auto t = parse_topology(base(), "t.json", {});
   CHECK(t.source_file == "t.json");
   CHECK(node_name(t.dcs[0], 0) == "a-0");
-  CHECK(node_name(Dc{"use", "", 4, 8, "H100"}, 1020) == "use-1020");
+  CHECK(node_name(Dc{"use", "", 4, 8, "H100", {}}, 1020) == "use-1020");
   CHECK(known_gpu_kinds() == std::vector<std::string>{"A100", "H100", "H200"});
   CHECK(t.dc_index("b") == 1u);
   CHECK_FALSE(t.dc_index("c"));

@@ -32,7 +32,12 @@ using Keys = std::span<const std::string_view>;
 constexpr std::string_view kTopKeys[] = {"name", "description", "lan", "node", "dcs", "wan"};
 constexpr std::string_view kNodeKeys[] = {"tcp_congestion", "sysctls"};
 constexpr std::string_view kLanKeys[] = {"rate", "delay", "mtu"};
-constexpr std::string_view kDcKeys[] = {"name", "region", "nodes", "gpus_per_node", "gpu", "free_gpus"};
+constexpr std::string_view kDcKeys[] = {"name", "region", "nodes", "gpus_per_node", "gpu", "free_gpus", "fabric"};
+constexpr std::string_view kFabricKeys[] = {"type", "switching", "rails", "port_rate", "reconfiguration",
+                                            "during_reconfiguration"};
+constexpr std::string_view kFabricTypes[] = {"packet", "rails"};
+constexpr std::string_view kSwitchings[] = {"packet", "ocs"};
+constexpr std::string_view kDuringReconfiguration[] = {"hold"};
 constexpr std::string_view kWanKeys[] = {"between", "from", "to",         "delay", "rtt",  "rate",
                                          "jitter",  "loss", "loss_burst", "queue", "trace"};
 
@@ -202,6 +207,99 @@ void parse_lan(const json& v, Lan& lan, Diagnostics& d) {
   }
 }
 
+// A DC's "fabric": "packet", or an object (docs/rails.md). Checked after gpus_per_node.
+void parse_fabric(const json& v, const std::string& at, Dc& dc, Diagnostics& d) {
+  Fabric f;
+  if (v.is_string()) {
+    if (auto type = fields::as_choice(v, at, "a fabric type", kFabricTypes, d)) {
+      if (*type == "rails")
+        d.add(at, "rails need their port rate: give an object such as {\"type\": \"rails\", \"switching\": "
+                  "\"ocs\", \"port_rate\": \"400Gbit\", \"reconfiguration\": \"10ms\"}");
+    }
+    dc.fabric = f;
+    return;
+  }
+  if (!is_object(v, at, "\"packet\" or an object such as {\"type\": \"rails\", \"switching\": \"ocs\", ...}", d))
+    return;
+  check_keys(v, at, kFabricKeys, d);
+  const auto* type = find(v, "type");
+  if (type == nullptr) {
+    d.add(child(at, "type"), "missing: give \"packet\" (one LAN) or \"rails\" (one rail per GPU of a node)");
+    return;
+  }
+  const auto kind = fields::as_choice(*type, child(at, "type"), "a fabric type", kFabricTypes, d);
+  if (!kind) return;
+  if (*kind == "packet") {
+    for (const auto key : {"switching", "rails", "port_rate", "reconfiguration", "during_reconfiguration"})
+      if (find(v, key) != nullptr)
+        d.add(child(at, key), "only a \"rails\" fabric has it; a \"packet\" DC is one LAN (the topology's \"lan\")");
+    dc.fabric = f;
+    return;
+  }
+  f.kind = Fabric::Kind::rails;
+  bool switching_known = false;  // else the settings that depend on it are not checked
+  if (const auto* sw = find(v, "switching")) {
+    if (auto name = fields::as_choice(*sw, child(at, "switching"), "a switching kind", kSwitchings, d)) {
+      f.switching = *name == "ocs" ? Fabric::Switching::ocs : Fabric::Switching::packet;
+      switching_known = true;
+    }
+  } else {
+    d.add(child(at, "switching"), "missing: give \"packet\" (electrical rail switches) or \"ocs\" (optical circuit "
+                                  "switches)");
+  }
+  f.rails = dc.gpus_per_node;
+  if (const auto* r = find(v, "rails")) {
+    if (auto rails = as_integer(*r, child(at, "rails"), d)) {
+      if (*rails != dc.gpus_per_node)
+        d.add(child(at, "rails"),
+              fmt::format("{} rails in a DC of {} GPUs per node: rail k joins GPU k of every node, so a DC has "
+                          "as many rails as GPUs per node",
+                          *rails, dc.gpus_per_node));
+    }
+  }
+  if (dc.gpus_per_node < 1)
+    d.add(child(at, "rails"), "a DC without GPUs has no rails (rail k joins GPU k of every node)");
+  if (const auto* r = find(v, "port_rate")) {
+    if (auto rate = as_unit(*r, child(at, "port_rate"), parse_rate, kRateText, d)) {
+      if (rate->bps == 0)
+        d.add(child(at, "port_rate"), "must be positive: each GPU's port on its rail, e.g. \"400Gbit\"");
+      else
+        f.port_rate = *rate;
+    }
+  } else {
+    d.add(child(at, "port_rate"), "missing: give each GPU's port rate on its rail, e.g. \"400Gbit\"");
+  }
+  const auto* rc = switching_known ? find(v, "reconfiguration") : nullptr;
+  if (switching_known && f.switching == Fabric::Switching::ocs && rc == nullptr)
+    d.add(child(at, "reconfiguration"),
+          "missing: give the OCS reconfiguration latency, e.g. \"10us\" (fast switches) to \"25ms\" (MEMS)");
+  if (rc != nullptr && f.switching != Fabric::Switching::ocs) {
+    d.add(child(at, "reconfiguration"), "only an OCS (\"switching\": \"ocs\") reconfigures; packet rails have none");
+  } else if (rc != nullptr) {
+    const auto rpath = child(at, "reconfiguration");
+    if (rc->is_string() && rc->get_ref<const std::string&>().starts_with("-")) {
+      d.add(rpath, fmt::format("'{}': a reconfiguration latency must not be negative (OCS switch in about 10us to "
+                               "25ms)",
+                               rc->get<std::string>()));
+    } else if (auto t = as_unit(*rc, rpath, parse_duration, kDurationText, d)) {
+      if (*t > kMaxReconfiguration)
+        d.add(rpath, fmt::format("{} is longer than {}: no optical circuit switch takes that long (MEMS: about 10 "
+                                 "to 25 ms)",
+                                 wanlab::to_string(*t), wanlab::to_string(kMaxReconfiguration)));
+      else
+        f.reconfiguration = *t;
+    }
+  }
+  if (const auto* h = switching_known ? find(v, "during_reconfiguration") : nullptr) {
+    const auto hp = child(at, "during_reconfiguration");
+    if (f.switching != Fabric::Switching::ocs)
+      d.add(hp, "only an OCS (\"switching\": \"ocs\") reconfigures; packet rails have none");
+    else
+      fields::as_choice(*h, hp, "what happens to traffic during a reconfiguration", kDuringReconfiguration, d);
+  }
+  dc.fabric = f;
+}
+
 // The DCs, one Dc per entry (a default one for a broken entry) so indices match /dcs/<i>.
 // `names` maps each name given as a string (valid or not) to its index, for the WAN section.
 void parse_dcs(const json* dcs, Topology& t, std::map<std::string, std::size_t>& names, Diagnostics& d) {
@@ -285,6 +383,8 @@ void parse_dcs(const json* dcs, Topology& t, std::map<std::string, std::size_t>&
           dc.gpu = *gpu;
       }
     }
+
+    if (const auto* f = find(v, "fabric")) parse_fabric(*f, child(at, "fabric"), dc, d);
   }
 }
 
@@ -514,6 +614,9 @@ std::vector<std::string> topology_differences(const Topology& running, const Top
       out.push_back(fmt::format("DC {}: {}", dc.name, vs(fmt::format("{}x{} per node", dc.gpus_per_node, dc.gpu),
                                                          fmt::format("{}x{}", o.gpus_per_node, o.gpu))));
   }
+  for (const auto& dc : running.dcs)
+    if (const auto k = other.dc_index(dc.name); k && dc.fabric != other.dcs[*k].fabric)
+      out.push_back(fmt::format("DC {}: fabric {}", dc.name, vs(to_string(dc.fabric), to_string(other.dcs[*k].fabric))));
   for (const auto& dc : other.dcs)
     if (!running.dc_index(dc.name)) out.push_back(fmt::format("DC {}: not in the running lab", dc.name));
   if (out.empty() && !same_dcs(running, other)) out.push_back("DCs: in another order");
@@ -580,6 +683,13 @@ std::size_t Topology::node_count() const {
   return n;
 }
 
+std::string to_string(const Fabric& f) {
+  if (f.kind == Fabric::Kind::packet) return "packet";
+  if (!f.ocs()) return fmt::format("rails (packet, {} x {})", f.rails, wanlab::to_string(f.port_rate));
+  return fmt::format("rails (ocs, {} x {}, {})", f.rails, wanlab::to_string(f.port_rate),
+                     wanlab::to_string(f.reconfiguration));
+}
+
 const std::vector<std::string>& known_gpu_kinds() {
   static const std::vector<std::string> kinds{"A100", "H100", "H200"};
   return kinds;
@@ -632,6 +742,14 @@ json to_json(const Topology& topo) {
   for (const auto& dc : topo.dcs) {
     json j{{"name", dc.name}, {"nodes", dc.nodes}, {"gpus_per_node", dc.gpus_per_node}, {"gpu", dc.gpu}};
     if (!dc.region.empty()) j["region"] = dc.region;
+    if (dc.fabric.kind == Fabric::Kind::rails) {
+      json f{{"type", "rails"},
+             {"switching", dc.fabric.ocs() ? "ocs" : "packet"},
+             {"rails", dc.fabric.rails},
+             {"port_rate", wanlab::to_string(dc.fabric.port_rate)}};
+      if (dc.fabric.ocs()) f["reconfiguration"] = wanlab::to_string(dc.fabric.reconfiguration);
+      j["fabric"] = std::move(f);
+    }
     dcs.push_back(std::move(j));
   }
 

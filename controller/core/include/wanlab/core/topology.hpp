@@ -42,12 +42,39 @@ struct NodeSettings {
 /// The congestion control a node uses when the topology names none.
 inline constexpr const char* kDefaultTcpCongestion = "cubic";
 
+/// A DC's scale-out network (`"fabric"` of a DC in the topology file; docs/rails.md).
+///   - packet (the default): one LAN, the lab's bridge, the topology's `lan` rate per node;
+///   - rails: rail k joins GPU k of every node (rails = GPUs per node), each GPU with one port
+///     of `port_rate` on its rail. With `switching` packet each rail is an electrical packet
+///     switch; with ocs an optical circuit switch that connects each port to one other port
+///     at a time and takes `reconfiguration` to change its circuits, traffic being held at
+///     the sender meanwhile.
+struct Fabric {
+  enum class Kind { packet, rails };
+  enum class Switching { packet, ocs };
+  Kind kind = Kind::packet;
+  Switching switching = Switching::packet;
+  int rails = 0;            // rails only: = the DC's gpus_per_node
+  Rate port_rate{};         // rails only: each GPU's port on its rail, each direction
+  Duration reconfiguration{};  // ocs only
+  bool ocs() const { return kind == Kind::rails && switching == Switching::ocs; }
+  auto operator<=>(const Fabric&) const = default;
+};
+
+/// The longest OCS reconfiguration a topology may give: beyond any optical circuit switch
+/// (MEMS switches take about 10 to 25 ms, fast ones microseconds).
+inline constexpr Duration kMaxReconfiguration = std::chrono::seconds(1);
+
+/// "packet", "rails (packet, 8 x 400Gbit)", "rails (ocs, 8 x 400Gbit, 10ms)".
+std::string to_string(const Fabric& fabric);
+
 struct Dc {
   std::string name;      // e.g. "use"
   std::string region;    // free text, e.g. "aws:us-east-1" (optional)
   int nodes = 1;
   int gpus_per_node = 8;
   std::string gpu = "H100";  // one of known_gpu_kinds()
+  Fabric fabric;
 };
 
 /// Parameters of one directed WAN link. Everything a `link set` can change.

@@ -1,0 +1,143 @@
+// Rail fabrics in topology files (docs/rails.md): what parses, the canonical form, and one
+// clear error per bad setting, naming the file, the field and the reason.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "wanlab/core/topology.hpp"
+
+using namespace wanlab;
+using namespace wanlab::core;
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+// One DC of 4 nodes x 8 GPUs whose fabric is `fabric`.
+json lab(const json& fabric) {
+  json doc = json::parse(R"({"name": "r", "dcs": [{"name": "a", "nodes": 4, "gpus_per_node": 8}]})");
+  doc["dcs"][0]["fabric"] = fabric;
+  return doc;
+}
+
+json ocs() {
+  return json::parse(R"({"type": "rails", "switching": "ocs", "rails": 8, "port_rate": "400Gbit",
+                         "reconfiguration": "10ms"})");
+}
+
+std::vector<Diagnostic> problems(const json& doc) {
+  try {
+    parse_topology(doc, "r.json", {});
+  } catch (const ConfigError& e) {
+    return e.diagnostics();
+  }
+  FAIL("expected a ConfigError");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("rails: an OCS rail fabric parses and round-trips", "[rails][topology]") {
+  const auto t = parse_topology(lab(ocs()), "r.json", {});
+  const auto& f = t.dcs[0].fabric;
+  CHECK(f.kind == Fabric::Kind::rails);
+  CHECK(f.ocs());
+  CHECK(f.rails == 8);
+  CHECK(f.port_rate.bps == 400'000'000'000ULL);
+  CHECK(f.reconfiguration == 10ms);
+  CHECK(to_string(f) == "rails (ocs, 8 x 400Gbit, 10ms)");
+  const auto back = parse_topology(to_json(t), "r.json", {});
+  CHECK(back.dcs[0].fabric == f);
+  CHECK(topology_differences(t, back).empty());
+}
+
+TEST_CASE("rails: the default fabric is one packet LAN, and rails may leave out their count", "[rails][topology]") {
+  auto doc = lab("packet");
+  CHECK(parse_topology(doc, "r.json", {}).dcs[0].fabric.kind == Fabric::Kind::packet);
+  doc["dcs"][0].erase("fabric");
+  const auto plain = parse_topology(doc, "r.json", {});
+  CHECK(plain.dcs[0].fabric == Fabric{});
+  CHECK_FALSE(to_json(plain)["dcs"][0].contains("fabric"));  // today's files stay as they are
+  auto f = json::parse(R"({"type": "rails", "switching": "packet", "port_rate": "400Gbit"})");
+  const auto t = parse_topology(lab(f), "r.json", {});
+  CHECK(t.dcs[0].fabric.rails == 8);
+  CHECK_FALSE(t.dcs[0].fabric.ocs());
+  CHECK(topology_differences(t, plain) ==
+        std::vector<std::string>{"DC a: fabric rails (packet, 8 x 400Gbit) (running) vs packet"});
+}
+
+TEST_CASE("rails: a reconfiguration latency from 10us to 25ms is accepted", "[rails][topology]") {
+  for (const auto* latency : {"10us", "1ms", "25ms", "0"}) {
+    auto f = ocs();
+    f["reconfiguration"] = latency;
+    CHECK_NOTHROW(parse_topology(lab(f), "r.json", {}));
+  }
+}
+
+TEST_CASE("rails: a rail count other than GPUs per node is one error", "[rails][topology]") {
+  auto f = ocs();
+  f["rails"] = 4;
+  const auto ds = problems(lab(f));
+  REQUIRE(ds.size() == 1);
+  CHECK(ds[0].file == "r.json");
+  CHECK(ds[0].path == "/dcs/0/fabric/rails");
+  CHECK_THAT(ds[0].reason, Contains("4 rails in a DC of 8 GPUs per node"));
+}
+
+TEST_CASE("rails: a negative reconfiguration latency is one error", "[rails][topology]") {
+  auto f = ocs();
+  f["reconfiguration"] = "-10us";
+  const auto ds = problems(lab(f));
+  REQUIRE(ds.size() == 1);
+  CHECK(ds[0].path == "/dcs/0/fabric/reconfiguration");
+  CHECK_THAT(ds[0].reason, Contains("must not be negative"));
+  CHECK_THAT(ds[0].to_string(), Contains("r.json: /dcs/0/fabric/reconfiguration: '-10us'"));
+}
+
+TEST_CASE("rails: an unknown switching kind is one error", "[rails][topology]") {
+  auto f = ocs();
+  f["switching"] = "optical";
+  const auto ds = problems(lab(f));
+  REQUIRE(ds.size() == 1);
+  CHECK(ds[0].path == "/dcs/0/fabric/switching");
+  CHECK_THAT(ds[0].reason, Contains("packet") && Contains("ocs"));
+}
+
+TEST_CASE("rails: other bad settings, one error each", "[rails][topology]") {
+  struct Case {
+    json fabric;
+    std::string path, reason;
+  };
+  auto no_rate = ocs();
+  no_rate.erase("port_rate");
+  auto no_latency = ocs();
+  no_latency.erase("reconfiguration");
+  auto slow = ocs();
+  slow["reconfiguration"] = "2s";
+  auto packet_latency = ocs();
+  packet_latency["switching"] = "packet";
+  auto drop = ocs();
+  drop["during_reconfiguration"] = "drop";
+  auto zero = ocs();
+  zero["port_rate"] = "0bit";
+  const std::vector<Case> cases{
+      {no_rate, "/dcs/0/fabric/port_rate", "missing"},
+      {no_latency, "/dcs/0/fabric/reconfiguration", "missing"},
+      {slow, "/dcs/0/fabric/reconfiguration", "no optical circuit switch takes that long"},
+      {packet_latency, "/dcs/0/fabric/reconfiguration", "only an OCS"},
+      {drop, "/dcs/0/fabric/during_reconfiguration", "hold"},
+      {zero, "/dcs/0/fabric/port_rate", "must be positive"},
+      {json("rails"), "/dcs/0/fabric", "port rate"},
+      {json("ring"), "/dcs/0/fabric", "rails"},
+      {json::parse(R"({"type": "rails", "switching": "ocs"})"), "/dcs/0/fabric/port_rate", "missing"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.fabric.dump());
+    const auto ds = problems(lab(c.fabric));
+    REQUIRE(ds.size() >= 1);
+    CHECK(ds[0].path == c.path);
+    CHECK_THAT(ds[0].reason, Contains(c.reason));
+  }
+}
