@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "wanlab/core/fabric_cost.hpp"
 #include "wanlab/core/topology.hpp"
 
 using namespace wanlab;
@@ -140,4 +141,29 @@ TEST_CASE("rails: other bad settings, one error each", "[rails][topology]") {
     CHECK(ds[0].path == c.path);
     CHECK_THAT(ds[0].reason, Contains(c.reason));
   }
+}
+
+TEST_CASE("rails: the power and cost of electrical against OCS rails", "[rails][cost]") {
+  auto dc = parse_topology(lab(ocs()), "r.json", {}).dcs[0];
+  dc.nodes = 32;  // one 64-port switch per rail
+  auto b = rails_bill(dc);
+  CHECK(b.packet.endpoints == 256);
+  CHECK(b.packet.tiers == 1);
+  CHECK(b.packet.switch_ports == 256);
+  CHECK(b.packet.transceivers == 256);
+  CHECK(b.packet.power_w == Approx(256 * (11.7 + 8.5)));
+  CHECK(b.ocs.power_w == Approx(256 * 0.8));
+  CHECK(b.power_ratio() == Approx(20.2 / 0.8));
+  CHECK(b.cost_ratio() == Approx(1050.0 / 520));
+  CHECK(b.nic_power_w == Approx(256 * 8.5));
+  dc.nodes = 256;  // two tiers per rail: 3 switch ports and 3 transceivers per GPU port
+  b = rails_bill(dc);
+  CHECK(b.packet.tiers == 2);
+  CHECK(b.packet.switch_ports == 3 * 2048);
+  CHECK(b.power_ratio() == Approx(3 * 20.2 / 0.8));
+  dc.nodes = 4096;
+  CHECK(rails_bill(dc).packet.tiers == 3);
+  dc.fabric.port_rate.bps = 800'000'000'000ULL;  // switch ports and optics scale, OCS mirrors do not
+  dc.nodes = 32;
+  CHECK(rails_bill(dc).power_ratio() == Approx(2 * 20.2 / 0.8));
 }
