@@ -12,8 +12,8 @@
 //
 //   build/bench/rails_overhead                                   # the shipped scenario, 256 and 2,048 GPUs
 //   build/bench/rails_overhead --gpus 512 --latencies 1ms,10ms --out rails.md
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -105,10 +105,11 @@ int main(int argc, char** argv) {
       auto scen = grown.scenario;
       scen.rails = workload::RailsSpec{"packet", {}};
       const auto packet = simulate(scen, grown.topology);
-      md += fmt::format("## {} GPUs (PP {} x DP {} x TP {})\n\nElectrical packet rails: iteration {:.4f} s.\n\n"
-                        "| reconfiguration | iteration (s) | overhead | reconfigurations / iteration |\n"
-                        "| --- | ---: | ---: | ---: |\n",
-                        gpus, scen.parallelism.pp, scen.parallelism.dp, scen.parallelism.tp, packet.iteration_s);
+      md += fmt::format(
+          "## {} GPUs (PP {} x DP {} x TP {})\n\nElectrical packet rails: iteration {:.4f} s.\n\n"
+          "| reconfiguration | iteration (s) | overhead | reconfigurations / iteration |\n"
+          "| --- | ---: | ---: | ---: |\n",
+          gpus, scen.parallelism.pp, scen.parallelism.dp, scen.parallelism.tp, packet.iteration_s);
       std::fprintf(stderr, "%ld GPUs: packet %.4f s (%.1f s to simulate)\n", gpus, packet.iteration_s, packet.wall_s);
       scen.rails = workload::RailsSpec{"phase", {}};
       std::optional<std::string> crossing;
@@ -127,10 +128,11 @@ int main(int argc, char** argv) {
         if (!crossing && over >= threshold) {
           if (prev_lat > 0 && prev_over < threshold) {
             const double f = (threshold - prev_over) / (over - prev_over);
-            const double at = std::exp(std::log(static_cast<double>(prev_lat)) +
-                                       f * (std::log(static_cast<double>(lat)) - std::log(static_cast<double>(prev_lat))));
-            crossing = fmt::format("about {:.2f} ms (between {} and {})", at / 1e6, latency_text(prev_lat),
-                                   latency_text(lat));
+            const double at =
+                std::exp(std::log(static_cast<double>(prev_lat)) +
+                         f * (std::log(static_cast<double>(lat)) - std::log(static_cast<double>(prev_lat))));
+            crossing =
+                fmt::format("about {:.2f} ms (between {} and {})", at / 1e6, latency_text(prev_lat), latency_text(lat));
           } else {
             crossing = fmt::format("at or below {}", latency_text(lat));
           }
@@ -139,8 +141,7 @@ int main(int argc, char** argv) {
         prev_lat = lat;
       }
       crossings += fmt::format("- {} GPUs: overhead reaches {:.0f} % {}\n", gpus, 100 * threshold,
-                               crossing ? *crossing
-                                        : fmt::format("nowhere up to {}", latency_text(latencies.back())));
+                               crossing ? *crossing : fmt::format("nowhere up to {}", latency_text(latencies.back())));
       core::RailsBill total;
       for (const auto& dc : grown.topology.dcs) {
         if (dc.fabric.kind != core::Fabric::Kind::rails) continue;
@@ -154,21 +155,23 @@ int main(int argc, char** argv) {
         total.nic_power_w += b.nic_power_w;
         total.nic_cost_usd += b.nic_cost_usd;
       }
-      bills += fmt::format("| {} | {} | {} | {:.1f} kW | {:.2f} kW | {:.1f}x | ${:.2f}M | ${:.2f}M | {:.1f}x | "
-                           "{:.1f} kW, ${:.2f}M |\n",
-                           gpus, total.packet.endpoints, total.packet.tiers, total.packet.power_w / 1e3,
-                           total.ocs.power_w / 1e3, total.power_ratio(), total.packet.cost_usd / 1e6,
-                           total.ocs.cost_usd / 1e6, total.cost_ratio(), total.nic_power_w / 1e3,
-                           total.nic_cost_usd / 1e6);
+      bills += fmt::format(
+          "| {} | {} | {} | {:.1f} kW | {:.2f} kW | {:.1f}x | ${:.2f}M | ${:.2f}M | {:.1f}x | "
+          "{:.1f} kW, ${:.2f}M |\n",
+          gpus, total.packet.endpoints, total.packet.tiers, total.packet.power_w / 1e3, total.ocs.power_w / 1e3,
+          total.power_ratio(), total.packet.cost_usd / 1e6, total.ocs.cost_usd / 1e6, total.cost_ratio(),
+          total.nic_power_w / 1e3, total.nic_cost_usd / 1e6);
       md += "\n";
     }
     md += "## Where the overhead crosses " + fmt::format("{:.0f} %\n\n", 100 * threshold) + crossings;
-    md += "\n## Power and cost of the rails (beyond the NICs' own transceivers)\n\n"
-          "| GPUs | GPU ports | electrical tiers | packet power | OCS power | ratio | packet cost | OCS cost | ratio "
-          "| NIC transceivers (both) |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n" +
-          bills;
-    md += "\nOpus's headline: over 23x lower network power and 4x lower cost at under 6 % training overhead at "
-          "production-relevant reconfiguration latencies (simulated up to 2,048 GPUs).\n";
+    md +=
+        "\n## Power and cost of the rails (beyond the NICs' own transceivers)\n\n"
+        "| GPUs | GPU ports | electrical tiers | packet power | OCS power | ratio | packet cost | OCS cost | ratio "
+        "| NIC transceivers (both) |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n" +
+        bills;
+    md +=
+        "\nOpus's headline: over 23x lower network power and 4x lower cost at under 6 % training overhead at "
+        "production-relevant reconfiguration latencies (simulated up to 2,048 GPUs).\n";
     std::cout << md;
     if (!out_file.empty()) std::ofstream(out_file) << md;
   } catch (const std::exception& e) {

@@ -101,7 +101,8 @@ TEST_CASE("rails: static keeps the DP ring's circuits, exactly packet rails for 
   auto s = pp_dp(1, 4);
   s.rails = workload::RailsSpec{"static", {}};
   const auto st = run(s, rails_lab(4, ocs("25ms")));
-  const auto packet = run(pp_dp(1, 4), rails_lab(4, {{"type", "rails"}, {"switching", "packet"}, {"port_rate", "10Gbit"}}));
+  const auto packet =
+      run(pp_dp(1, 4), rails_lab(4, {{"type", "rails"}, {"switching", "packet"}, {"port_rate", "10Gbit"}}));
   CHECK(st.end_ns() == packet.end_ns());
   CHECK(st.rails[0].reconfigurations == 0);
   CHECK(st.rails[0].held == 0);
@@ -145,8 +146,10 @@ TEST_CASE("rails: a circuit policy on a topology without OCS rails is one error"
 }
 
 TEST_CASE("rails: the scenario's rails field parses and refuses bad policies", "[rails][scenario]") {
-  json doc{{"name", "s"},         {"topology", workload::testing::kSource + "/topologies/two-dc.json"}, {"model", "1.3b"},
-           {"parallelism", {{"pp", 1}, {"dp", 1}, {"tp", 1}}}, {"micro_batches", 1}, {"iterations", 1}, {"schedule", "1f1b"}};
+  json doc{{"name", "s"},        {"topology", workload::testing::kSource + "/topologies/two-dc.json"},
+           {"model", "1.3b"},    {"parallelism", {{"pp", 1}, {"dp", 1}, {"tp", 1}}},
+           {"micro_batches", 1}, {"iterations", 1},
+           {"schedule", "1f1b"}};
   const auto parse = [&](const json& rails) {
     auto d = doc;
     d["rails"] = rails;

@@ -53,9 +53,12 @@ class PhaseRails final : public RailPolicy {
 
 std::string to_string(RailPhase phase) {
   switch (phase) {
-    case RailPhase::pp_forward: return "pp-forward";
-    case RailPhase::pp_backward: return "pp-backward";
-    case RailPhase::dp_allreduce: return "dp-allreduce";
+    case RailPhase::pp_forward:
+      return "pp-forward";
+    case RailPhase::pp_backward:
+      return "pp-backward";
+    case RailPhase::dp_allreduce:
+      return "dp-allreduce";
   }
   return "?";
 }

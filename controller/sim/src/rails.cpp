@@ -37,7 +37,8 @@ std::unique_ptr<RailFabrics> RailFabrics::make(SimContext& ctx, const Workers& w
                    [](const core::Dc& dc) { return dc.fabric.kind == core::Fabric::Kind::rails; })) {
     return nullptr;
   }
-  const bool any_ocs = std::any_of(topo.dcs.begin(), topo.dcs.end(), [](const core::Dc& dc) { return dc.fabric.ocs(); });
+  const bool any_ocs =
+      std::any_of(topo.dcs.begin(), topo.dcs.end(), [](const core::Dc& dc) { return dc.fabric.ocs(); });
   const auto spec = sc.rails.value_or(workload::RailsSpec{});
   core::Diagnostics d(sc.source_file);
   auto policy = arbiter::make_rail_policy(spec.policy);  // the scenario parser knows the names
@@ -130,7 +131,8 @@ std::unique_ptr<RailFabrics> RailFabrics::make(SimContext& ctx, const Workers& w
   for (std::size_t i = 0; i < spec.phases.size(); ++i) {
     const auto p = arbiter::parse_rail_phase(spec.phases[i]);
     if (!p) continue;  // the scenario parser refused it
-    const bool somewhere = std::any_of(use.begin(), use.end(), [&](auto& u) { return u.contains(*p) && u[*p].present; });
+    const bool somewhere =
+        std::any_of(use.begin(), use.end(), [&](auto& u) { return u.contains(*p) && u[*p].present; });
     if (!somewhere)
       d.add(fmt::format("/rails/phases/{}", i),
             fmt::format("the program has no {} traffic across the rails of any DC (phases it has there: {})",

@@ -90,10 +90,10 @@ class RailFabrics {
   SimContext& ctx_;
   std::unique_ptr<arbiter::RailPolicy> policy_;
   std::vector<Fabric> fabrics_;
-  std::vector<int> fabric_of_;  // by group: its fabric, -1: none
-  std::vector<std::size_t> node_;  // by group: global node
+  std::vector<int> fabric_of_;                  // by group: its fabric, -1: none
+  std::vector<std::size_t> node_;               // by group: global node
   std::vector<FlowNetwork::LinkId> up_, down_;  // by group (groups on rails only)
-  std::vector<arbiter::RailPhase> phases_;  // scratch: the waiting phases, oldest first
+  std::vector<arbiter::RailPhase> phases_;      // scratch: the waiting phases, oldest first
 };
 
 }  // namespace wanlab::sim
