@@ -1,11 +1,14 @@
 // Rail fabrics in topology files (docs/rails.md): what parses, the canonical form, and one
-// clear error per bad setting, naming the file, the field and the reason.
+// clear error per bad setting, naming the file, the field and the reason; the rails' power and
+// cost; and the lab refusing what it does not emulate yet.
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
 
+#include "wanlab/core/fabric_cost.hpp"
 #include "wanlab/core/topology.hpp"
+#include "wanlab/lab/plan.hpp"
 
 using namespace wanlab;
 using namespace wanlab::core;
@@ -16,7 +19,7 @@ using nlohmann::json;
 namespace {
 
 // One DC of 4 nodes x 8 GPUs whose fabric is `fabric`.
-json lab(const json& fabric) {
+json one_dc(const json& fabric) {
   json doc = json::parse(R"({"name": "r", "dcs": [{"name": "a", "nodes": 4, "gpus_per_node": 8}]})");
   doc["dcs"][0]["fabric"] = fabric;
   return doc;
@@ -40,7 +43,7 @@ std::vector<Diagnostic> problems(const json& doc) {
 }  // namespace
 
 TEST_CASE("rails: an OCS rail fabric parses and round-trips", "[rails][topology]") {
-  const auto t = parse_topology(lab(ocs()), "r.json", {});
+  const auto t = parse_topology(one_dc(ocs()), "r.json", {});
   const auto& f = t.dcs[0].fabric;
   CHECK(f.kind == Fabric::Kind::rails);
   CHECK(f.ocs());
@@ -54,14 +57,14 @@ TEST_CASE("rails: an OCS rail fabric parses and round-trips", "[rails][topology]
 }
 
 TEST_CASE("rails: the default fabric is one packet LAN, and rails may leave out their count", "[rails][topology]") {
-  auto doc = lab("packet");
+  auto doc = one_dc("packet");
   CHECK(parse_topology(doc, "r.json", {}).dcs[0].fabric.kind == Fabric::Kind::packet);
   doc["dcs"][0].erase("fabric");
   const auto plain = parse_topology(doc, "r.json", {});
   CHECK(plain.dcs[0].fabric == Fabric{});
   CHECK_FALSE(to_json(plain)["dcs"][0].contains("fabric"));  // today's files stay as they are
   auto f = json::parse(R"({"type": "rails", "switching": "packet", "port_rate": "400Gbit"})");
-  const auto t = parse_topology(lab(f), "r.json", {});
+  const auto t = parse_topology(one_dc(f), "r.json", {});
   CHECK(t.dcs[0].fabric.rails == 8);
   CHECK_FALSE(t.dcs[0].fabric.ocs());
   CHECK(topology_differences(t, plain) ==
@@ -72,14 +75,14 @@ TEST_CASE("rails: a reconfiguration latency from 10us to 25ms is accepted", "[ra
   for (const auto* latency : {"10us", "1ms", "25ms", "0"}) {
     auto f = ocs();
     f["reconfiguration"] = latency;
-    CHECK_NOTHROW(parse_topology(lab(f), "r.json", {}));
+    CHECK_NOTHROW(parse_topology(one_dc(f), "r.json", {}));
   }
 }
 
 TEST_CASE("rails: a rail count other than GPUs per node is one error", "[rails][topology]") {
   auto f = ocs();
   f["rails"] = 4;
-  const auto ds = problems(lab(f));
+  const auto ds = problems(one_dc(f));
   REQUIRE(ds.size() == 1);
   CHECK(ds[0].file == "r.json");
   CHECK(ds[0].path == "/dcs/0/fabric/rails");
@@ -89,7 +92,7 @@ TEST_CASE("rails: a rail count other than GPUs per node is one error", "[rails][
 TEST_CASE("rails: a negative reconfiguration latency is one error", "[rails][topology]") {
   auto f = ocs();
   f["reconfiguration"] = "-10us";
-  const auto ds = problems(lab(f));
+  const auto ds = problems(one_dc(f));
   REQUIRE(ds.size() == 1);
   CHECK(ds[0].path == "/dcs/0/fabric/reconfiguration");
   CHECK_THAT(ds[0].reason, Contains("must not be negative"));
@@ -99,7 +102,7 @@ TEST_CASE("rails: a negative reconfiguration latency is one error", "[rails][top
 TEST_CASE("rails: an unknown switching kind is one error", "[rails][topology]") {
   auto f = ocs();
   f["switching"] = "optical";
-  const auto ds = problems(lab(f));
+  const auto ds = problems(one_dc(f));
   REQUIRE(ds.size() == 1);
   CHECK(ds[0].path == "/dcs/0/fabric/switching");
   CHECK_THAT(ds[0].reason, Contains("packet") && Contains("ocs"));
@@ -135,9 +138,45 @@ TEST_CASE("rails: other bad settings, one error each", "[rails][topology]") {
   };
   for (const auto& c : cases) {
     INFO(c.fabric.dump());
-    const auto ds = problems(lab(c.fabric));
+    const auto ds = problems(one_dc(c.fabric));
     REQUIRE(ds.size() >= 1);
     CHECK(ds[0].path == c.path);
     CHECK_THAT(ds[0].reason, Contains(c.reason));
+  }
+}
+
+TEST_CASE("rails: the power and cost of electrical against OCS rails", "[rails][cost]") {
+  auto dc = parse_topology(one_dc(ocs()), "r.json", {}).dcs[0];
+  dc.nodes = 32;  // one 64-port switch per rail
+  auto b = rails_bill(dc);
+  CHECK(b.packet.endpoints == 256);
+  CHECK(b.packet.tiers == 1);
+  CHECK(b.packet.switch_ports == 256);
+  CHECK(b.packet.transceivers == 256);
+  CHECK(b.packet.power_w == Approx(256 * (11.7 + 8.5)));
+  CHECK(b.ocs.power_w == Approx(256 * 0.8));
+  CHECK(b.power_ratio() == Approx(20.2 / 0.8));
+  CHECK(b.cost_ratio() == Approx(1050.0 / 520));
+  CHECK(b.nic_power_w == Approx(256 * 8.5));
+  dc.nodes = 256;  // two tiers per rail: 3 switch ports and 3 transceivers per GPU port
+  b = rails_bill(dc);
+  CHECK(b.packet.tiers == 2);
+  CHECK(b.packet.switch_ports == 3 * 2048);
+  CHECK(b.power_ratio() == Approx(3 * 20.2 / 0.8));
+  dc.nodes = 4096;
+  CHECK(rails_bill(dc).packet.tiers == 3);
+  dc.fabric.port_rate.bps = 800'000'000'000ULL;  // switch ports and optics scale, OCS mirrors do not
+  dc.nodes = 32;
+  CHECK(rails_bill(dc).power_ratio() == Approx(2 * 20.2 / 0.8));
+}
+
+TEST_CASE("rails: the lab refuses a rails DC instead of building it as a LAN", "[rails][lab]") {
+  try {
+    lab::plan_lab(parse_topology(one_dc(ocs()), "r.json", {}), {});
+    FAIL("expected a ConfigError");
+  } catch (const ConfigError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(e.diagnostics()[0].path == "/dcs/0/fabric");
+    CHECK_THAT(e.diagnostics()[0].reason, Contains("does not emulate rails yet"));
   }
 }

@@ -210,6 +210,14 @@ const std::string& op_namespace(const Op& op) {
 }
 
 Plan plan_lab(const core::Topology& topo, const PlanOptions& options) {
+  // A DC's rails would be built as its ordinary bridge LAN: refused rather than ignored.
+  std::vector<core::Diagnostic> rails;
+  for (std::size_t k = 0; k < topo.dcs.size(); ++k)
+    if (topo.dcs[k].fabric.kind == core::Fabric::Kind::rails)
+      rails.push_back({topo.source_file, fmt::format("/dcs/{}/fabric", k),
+                       "the lab does not emulate rails yet (it would build the DC's bridge LAN); wanlab simulate "
+                       "models them (docs/rails.md)"});
+  if (!rails.empty()) throw core::ConfigError(std::move(rails));
   Plan plan;
   const auto router = ns_router(topo.name);
   plan.namespaces.push_back(router);

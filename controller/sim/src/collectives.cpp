@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "wanlab/sim/rails.hpp"
 #include "wanlab/workload/execute.hpp"
 
 namespace wanlab::sim {
@@ -43,11 +44,20 @@ void Collectives::start_hops(std::uint32_t ci, const program::Op& op, Nanos now)
   const auto n = c.members.size();
   const double hop_payload =
       static_cast<double>(c.steps) * static_cast<double>(program::ring_chunk_bytes(op.bytes, n)) * ctx_.tp;
+  c.hop_payload = hop_payload;
   Nanos step_delay = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const auto& a = places_[c.members[i]];
     const auto& b = places_[c.members[(i + 1) % n]];
     if (a.node == b.node) continue;
+    if (rails_ && rails_->on_rails(c.members[i], c.members[(i + 1) % n])) {
+      step_delay = std::max(step_delay, ctx_.lan_delay);
+      ++c.hops_left;
+      const auto index = static_cast<std::uint32_t>(i);
+      if (rails_->admit(c.members[i], arbiter::RailPhase::dp_allreduce, {true, ci, index}, now))
+        start_rail_hop(ci, index, now);
+      continue;
+    }
     if (a.dc == b.dc) {
       step_delay = std::max(step_delay, ctx_.lan_delay);
       if (!ctx_.lan_limited) continue;
@@ -73,6 +83,16 @@ void Collectives::start_hops(std::uint32_t ci, const program::Op& op, Nanos now)
   c.step_delay = step_delay;
   c.last_finish = now;
   if (c.hops_left == 0) ctx_.events.push(now + static_cast<Nanos>(c.steps) * step_delay, ev::CollectiveEnd{ci});
+}
+
+void Collectives::start_rail_hop(std::uint32_t ci, std::uint32_t index, Nanos now) {
+  const auto& c = all_[ci];
+  const auto a = c.members[index];
+  const auto b = c.members[(index + 1) % c.members.size()];
+  const auto f = ctx_.net.start(rails_->path(a, b), c.hop_payload * workload::kWireOverhead, ctx_.tp, kUnlimited, now);
+  FlowOwner o{true, false, ci, kNoLink, c.hop_payload};
+  o.rail = rails_->fabric_of(a);
+  ctx_.set_owner(f, o);
 }
 
 void Collectives::hop_done(std::uint32_t ci, Nanos now) {

@@ -16,6 +16,7 @@
 
 #include "wanlab/sim/burst_model.hpp"
 #include "wanlab/sim/collectives.hpp"
+#include "wanlab/sim/rails.hpp"
 #include "wanlab/sim/sim_context.hpp"
 #include "wanlab/sim/workers.hpp"
 #include "wanlab/workload/execute.hpp"
@@ -40,6 +41,8 @@ class Simulation final : public BurstHost {
     auto ao = opt.arbiter;
     if (ao.tcp_window_bytes == 0) ao.tcp_window_bytes = ctx_.window;
     arb_ = std::make_unique<arbiter::Arbiter>(std::move(ctx_.policy), ao);
+    rails_ = RailFabrics::make(ctx_, workers_);
+    collectives_.use_rails(rails_.get());
     const auto& topo = plan.topology;
     for (std::size_t i = 0; i < topo.links.size(); ++i)
       arb_->add_link({topo.links[i].src, topo.links[i].dst}, ctx_.wan_rate[i], ctx_.wan_rtt[i]);
@@ -149,6 +152,7 @@ class Simulation final : public BurstHost {
                    [&](const ev::Tick&) { tick(now); },
                    [&](const ev::Capacity& c) { capacity_step(c.trace, c.step, now); },
                    [&](const ev::SlowStart& s) { slow_start_step(s.message, now); },
+                   [&](const ev::RailsReady& r) { rails_ready(r.fabric, now); },
                    [&](const auto&) { bursts_->handle(e, now); },  // the burst model's own
                },
                e);
@@ -298,6 +302,12 @@ class Simulation final : public BurstHost {
       return;
     }
     messages.push_back(m);
+    if (rails_ && rails_->on_rails(gi, dst)) {
+      messages[id].delay = ctx_.lan_delay;
+      const auto phase = op.gradient ? arbiter::RailPhase::pp_backward : arbiter::RailPhase::pp_forward;
+      if (rails_->admit(gi, phase, {false, id, 0}, now)) start_message_flow(id, rails_->path(gi, dst), now);
+      return;
+    }
     if (d.node == g.node) {
       ctx_.events.push(now, ev::Deliver{id});
     } else if (!ctx_.lan_limited) {
@@ -361,7 +371,9 @@ class Simulation final : public BurstHost {
     }
     m.flow = ctx_.net.start(path, wire, weight, ceiling, now);
     ctx_.on_wire(m, now);
-    ctx_.set_owner(m.flow, {false, false, id, m.link, m.payload});
+    FlowOwner owner{false, false, id, m.link, m.payload};
+    if (rails_ && m.link == kNoLink && rails_->on_rails(m.src, m.dst)) owner.rail = rails_->fabric_of(m.src);
+    ctx_.set_owner(m.flow, owner);
     if (m.link != kNoLink) ctx_.start_acks(m.link, wire, m.ceiling * weight, now);
   }
 
@@ -467,6 +479,7 @@ class Simulation final : public BurstHost {
       bursts_->flow_done(o, now);
       return;
     }
+    if (o.rail != kNone) rails_->done(o.rail, now);
     if (o.collective) {
       collectives_.hop_done(o.index, now);
       return;
@@ -518,6 +531,20 @@ class Simulation final : public BurstHost {
       ++g.allreduce_seq;
     }
     for (const auto gi : c.members) advance(gi, now);
+  }
+
+  // ---- rails ----
+
+  // A rail fabric's new circuits are up: what waited for them starts.
+  void rails_ready(std::uint32_t fabric, Nanos now) {
+    for (const auto& w : rails_->ready(fabric, now)) {
+      if (w.hop) {
+        collectives_.start_rail_hop(w.id, w.index, now);
+      } else {
+        const auto& m = ctx_.messages[w.id];
+        start_message_flow(w.id, rails_->path(m.src, m.dst), now);
+      }
+    }
   }
 
   // ---- traces ----
@@ -584,6 +611,7 @@ class Simulation final : public BurstHost {
       if (c.tcp.cwnd > 0)
         r.tcp.push_back({groups_[pair.first].worker, groups_[pair.second].worker, ctx_.tp * ctx_.k, c.tcp.cwnd,
                          c.tcp.ssthresh, c.tcp.srtt, c.tcp.resent});
+    if (rails_) r.rails = rails_->stats();
     auto& stats = ctx_.stats;
     stats.flows = ctx_.net.stats().flows;
     stats.fillings = ctx_.net.stats().updates;
@@ -601,6 +629,7 @@ class Simulation final : public BurstHost {
   std::unique_ptr<BurstModel> bursts_;
   Collectives collectives_;
   std::unique_ptr<arbiter::Arbiter> arb_;
+  std::unique_ptr<RailFabrics> rails_;  // nullptr: no DC has rails
   bool arbiter_touched_ = false;
   Nanos planned_deadline_ = -1;
   Nanos next_tick_ = -1;

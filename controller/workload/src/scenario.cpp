@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "wanlab/arbiter/arbiter.hpp"
+#include "wanlab/arbiter/rail_policy.hpp"
 #include "wanlab/common/units.hpp"
 #include "wanlab/core/json_fields.hpp"
 #include "wanlab/workload/program_file.hpp"
@@ -27,7 +28,8 @@ constexpr std::string_view kAllReduces[] = {"ring", "hierarchical"};
 constexpr std::string_view kTopKeys[] = {
     "name",     "description",      "topology",      "model",      "gpu",      "parallelism",
     "schedule", "micro_batch_size", "micro_batches", "iterations", "warmup",   "connections",
-    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill", "allreduce", "recompute", "send_mode", "virtual_stages", "memory", "programs"};
+    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill", "allreduce", "recompute", "send_mode", "virtual_stages", "memory", "programs", "rails"};
+constexpr std::string_view kRailsKeys[] = {"policy", "phases"};
 constexpr std::string_view kMemoryKeys[] = {"optimizer_bytes_per_parameter", "distributed_optimizer", "recompute",
                                             "sequence_parallel", "reserve_gib"};
 constexpr std::string_view kPrefillKeys[] = {"model",  "arrival", "rate_per_s", "trace",           "loop",
@@ -371,6 +373,7 @@ class ScenarioParser {
     if (const json* v = find(doc, "compute"))
       if (auto mode = as_choice(*v, "/compute", "a compute mode", kComputeModes, d_))
         s_.compute = *mode == "cuda" ? ComputeMode::cuda : ComputeMode::modeled;
+    if (const json* v = find(doc, "rails")) parse_rails(*v);
     if (const json* v = find(doc, "send_mode"))
       if (auto mode = as_choice(*v, "/send_mode", "a send mode", kSendModes, d_))
         s_.send_mode = *mode == "rendezvous" ? SendMode::rendezvous : SendMode::eager;
@@ -408,6 +411,42 @@ class ScenarioParser {
   }
 
   // A size at full scale: "3MiB", "256KB" or a number of bytes.
+  // "rails": {"policy": "phase", "phases": ["pp-forward", ...]} (docs/rails.md). Whether
+  // the program has the phases named is checked against the plan (sim/rails.hpp).
+  void parse_rails(const json& v) {
+    const std::string path = "/rails";
+    if (!is_object(v, path, "an object such as {\"policy\": \"phase\"}", d_)) return;
+    check_keys(v, path, kRailsKeys, d_);
+    RailsSpec r;
+    if (const json* p = find(v, "policy")) {
+      const auto names = arbiter::rail_policy_names();
+      std::vector<std::string_view> known(names.begin(), names.end());
+      if (auto name = as_choice(*p, child(path, "policy"), "a rail policy", known, d_)) r.policy = *name;
+    }
+    if (const json* ph = find(v, "phases")) {
+      const auto at = child(path, "phases");
+      if (!ph->is_array() || ph->empty()) {
+        d_.add(at, fmt::format("expected a non-empty array of phase names such as [\"pp-forward\", \"dp-allreduce\"], "
+                               "got {}",
+                               describe(*ph)));
+      } else if (r.policy != "phase") {
+        d_.add(at, fmt::format("only the phase policy takes phases; {} configures its circuits itself", r.policy));
+      } else {
+        const auto& names = arbiter::rail_phase_names();
+        std::vector<std::string_view> known(names.begin(), names.end());
+        for (std::size_t i = 0; i < ph->size(); ++i) {
+          auto name = as_choice((*ph)[i], child(at, i), "a rail phase", known, d_);
+          if (!name) continue;
+          if (std::find(r.phases.begin(), r.phases.end(), *name) != r.phases.end())
+            d_.add(child(at, i), fmt::format("\"{}\" is listed twice", *name));
+          else
+            r.phases.push_back(*name);
+        }
+      }
+    }
+    s_.rails = std::move(r);
+  }
+
   void tcp_window(const json& v) {
     const std::string path = "/tcp_window";
     std::uint64_t bytes = 0;
@@ -834,6 +873,10 @@ json to_json(const Scenario& s) {
   if (s.allreduce != AllReduce::ring) j["allreduce"] = to_string(s.allreduce);
   if (s.tcp_window) j["tcp_window"] = *s.tcp_window;
   if (s.send_mode != SendMode::eager) j["send_mode"] = to_string(s.send_mode);
+  if (s.rails) {
+    j["rails"] = {{"policy", s.rails->policy}};
+    if (!s.rails->phases.empty()) j["rails"]["phases"] = s.rails->phases;
+  }
   if (s.virtual_stages != 1) j["virtual_stages"] = s.virtual_stages;
   if (!s.layers_per_stage.empty()) j["parallelism"]["layers_per_stage"] = s.layers_per_stage;
   if (s.memory != MemorySpec{})

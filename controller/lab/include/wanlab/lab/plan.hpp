@@ -85,6 +85,7 @@ struct Plan {
   std::vector<Op> ops;                  // in order
 };
 
+/// Throws core::ConfigError for a DC whose fabric is rails (not emulated yet: docs/rails.md).
 Plan plan_lab(const core::Topology& topo, const PlanOptions& options);
 
 /// The WAN links' traffic control (kernel backend): on the router's egress toward each

@@ -16,6 +16,8 @@
 
 namespace wanlab::sim {
 
+class RailFabrics;
+
 class Collectives {
  public:
   struct Place {  // where a TP group runs
@@ -31,6 +33,7 @@ class Collectives {
     Nanos last_finish = 0;
     Nanos step_delay = 0;
     std::size_t steps = 0;
+    double hop_payload = 0;  // all TP ranks' bytes of each hop, every step together
   };
 
   /// `places`: every TP group's, by group.
@@ -44,12 +47,18 @@ class Collectives {
   std::uint32_t enter(std::uint32_t group, int iteration, int seq, const program::Op& op, Nanos now);
   /// One of the collective's hop flows is done.
   void hop_done(std::uint32_t collective, Nanos now);
+  /// The DCs' rails (sim/rails.hpp), when some DC has them: ring hops across them take rail
+  /// links, and with OCS wait for the all-reduce's circuits.
+  void use_rails(RailFabrics* rails) { rails_ = rails; }
+  /// Hop `index` (member index to the next) of `collective`, held for its circuits, starts.
+  void start_rail_hop(std::uint32_t collective, std::uint32_t index, Nanos now);
   const Collective& operator[](std::uint32_t collective) const { return all_[collective]; }
 
  private:
   void start_hops(std::uint32_t ci, const program::Op& op, Nanos now);
 
   SimContext& ctx_;
+  RailFabrics* rails_ = nullptr;
   std::vector<Place> places_;
   std::vector<Collective> all_;
   std::map<std::tuple<int, int, int>, std::uint32_t> open_;  // (ring's first worker, iteration, seq)

@@ -51,11 +51,14 @@ struct StreamCheck {  // Bursts::paced: has the link caught up with the streamed
   std::uint32_t link = 0;
   std::uint32_t gen = 0;
 };
+struct RailsReady {  // a rail fabric's circuits are set up (sim/rails.hpp)
+  std::uint32_t fabric = 0;
+};
 }  // namespace ev
 
 using Event = std::variant<ev::Wake, ev::Deliver, ev::CollectiveEnd, ev::Deadline, ev::Tick, ev::Capacity,
                            ev::SlowStart, ev::Retransmit, ev::PacedCut, ev::PacedResend, ev::PacedAck,
-                           ev::StreamCheck, ev::PostedSend>;
+                           ev::StreamCheck, ev::PostedSend, ev::RailsReady>;
 
 /// The index of event kind T in Event (for a switch over event.index()).
 template <class T, std::size_t I = 0>

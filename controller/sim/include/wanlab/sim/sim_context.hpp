@@ -74,6 +74,7 @@ struct FlowOwner {
   std::size_t link = kNoLink;  // WAN link it crosses, for the totals
   double payload = 0;
   bool paced = false;  // serves the first piece of `link`'s paced queue
+  std::uint32_t rail = kNone;  // the rail fabric it crosses (sim/rails.hpp), kNone: none
 };
 
 class SimContext {

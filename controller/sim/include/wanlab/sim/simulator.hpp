@@ -225,6 +225,17 @@ struct TcpEnd {
   double resent_bytes = 0;  // per connection: lost to a full queue and sent again
 };
 
+/// One DC's rails over a run, for the report.
+struct RailStats {
+  std::size_t dc = 0;
+  std::string policy;               // arbiter::RailPolicy::name()
+  bool circuits = false;            // OCS circuits gated the traffic
+  std::vector<std::string> phases;  // phases with a configuration, the first one set up before the run
+  int reconfigurations = 0;
+  std::int64_t reconfiguring_ns = 0;  // total time the rails were switching (ns)
+  std::uint64_t held = 0;      // transfers (messages, ring hops) that waited for their circuits
+};
+
 struct SimResult {
   /// One report per TP group, the simulated TP rank 0 of each (stage, replica), by worker
   /// id. TP rank t of a group is worker id worker + t: it ran the same spans at the same
@@ -243,6 +254,7 @@ struct SimResult {
   };
   std::vector<Wire> wire;
   std::vector<TcpEnd> tcp;  // Bursts::paced: every pair whose connections sent a message
+  std::vector<RailStats> rails;  // per DC with rails (sim/rails.hpp), in topology order
   SimStats stats;
 
   /// Worker `worker`'s own report (a copy: worker id and peers its own). Throws

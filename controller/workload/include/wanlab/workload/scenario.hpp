@@ -142,6 +142,16 @@ struct PrefillSpec {
   bool operator==(const PrefillSpec&) const = default;
 };
 
+/// How the scenario's DCs with photonic rails switch their circuits (`"rails"` in the
+/// scenario file; docs/rails.md): a rail policy (arbiter::make_rail_policy: packet, static,
+/// phase) and, for phase, the phases that get a configuration (arbiter::RailPhase names;
+/// empty: every phase whose traffic crosses the rails). Only for topologies with OCS rails.
+struct RailsSpec {
+  std::string policy = "phase";
+  std::vector<std::string> phases;
+  bool operator==(const RailsSpec&) const = default;
+};
+
 struct Scenario {
   std::string name;
   std::string description;
@@ -199,6 +209,8 @@ struct Scenario {
   /// Deprecated fields the file used, one line each ("file: /path: what to write instead");
   /// load_scenario prints them to stderr.
   std::vector<std::string> warnings;
+  /// The rail policy of DCs with OCS rails; none: phase, every phase configured.
+  std::optional<RailsSpec> rails;
 };
 
 /// Linux's default receive buffer (tcp_rmem max 6 MiB) keeps about half in flight.
