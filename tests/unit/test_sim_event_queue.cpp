@@ -2,6 +2,10 @@
 // at one instant, payloads kept by type.
 #include <catch2/catch.hpp>
 
+#include <random>
+#include <set>
+#include <tuple>
+
 #include "wanlab/sim/event_queue.hpp"
 
 using namespace wanlab::sim;
@@ -50,4 +54,35 @@ TEST_CASE("events pushed while others are handled keep the order of their instan
     if (g < 100) q.push(5, ev::Wake{g + 100});  // the same instant: after all those before
   }
   CHECK(next == 200);
+}
+
+TEST_CASE("the 4-ary event heap agrees with an ordered set over random pushes and pops", "[unit][sim][sim-parts]") {
+  // Times drawn from a few values, so many events share an instant: their push order decides.
+  EventQueue q;
+  std::set<std::tuple<Nanos, std::uint64_t, std::uint32_t>> ref;  // (at, push order, payload)
+  std::mt19937_64 rng(7);
+  std::uint64_t pushed = 0;
+  Nanos now = 0;
+  for (int step = 0; step < 20000; ++step) {
+    if (ref.empty() || rng() % 3 != 0) {
+      const Nanos at = now + static_cast<Nanos>(rng() % 8);
+      const auto id = static_cast<std::uint32_t>(pushed);
+      q.push(at, ev::Deliver{id});
+      ref.emplace(at, pushed++, id);
+    } else {
+      REQUIRE(q.next_at() == std::get<0>(*ref.begin()));
+      const auto e = q.pop();
+      CHECK(e.at == std::get<0>(*ref.begin()));
+      CHECK(std::get<ev::Deliver>(e.event).message == std::get<2>(*ref.begin()));
+      now = e.at;
+      ref.erase(ref.begin());
+    }
+    REQUIRE(q.size() == ref.size());
+  }
+  while (!ref.empty()) {
+    const auto e = q.pop();
+    CHECK(std::get<ev::Deliver>(e.event).message == std::get<2>(*ref.begin()));
+    ref.erase(ref.begin());
+  }
+  CHECK(q.empty());
 }

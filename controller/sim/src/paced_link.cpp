@@ -8,13 +8,6 @@
 #include "wanlab/workload/execute.hpp"
 
 namespace wanlab::sim {
-namespace {
-// Pieces get long (paced_piece_ns_per_message per message entering a link at once) from
-// this many paced_piece_ns on. Below, 1 ms pieces are cheap enough, and long pieces of a few
-// paced_piece_ns were off the 1 ms result by more than longer ones (bench/README.md, "Speed").
-constexpr std::int64_t kLongPieces = 4;
-}  // namespace
-
 PacedBursts::PacedBursts(SimContext& ctx, BurstHost& host) : ctx_(ctx), host_(host), links_(ctx.wan.size()) {}
 
 // A message starts entering its link's queue (its connections are its alone now).
@@ -126,16 +119,6 @@ void PacedBursts::finish(Nanos now) {
   for (std::size_t link = 0; link < links_.size(); ++link) acks_in(link, now);
 }
 
-// With many messages entering a link at once, pieces are long (paced_piece_ns_per_message
-// per message) and cut only on their own clock: a message that starts, comes back or puts
-// its last byte in between two cuts does so within the open piece (from its own instant;
-// the last byte leaves with its piece), so a start or an end costs no visit of every
-// message entering.
-Nanos PacedBursts::piece_length(const Link& L) const {
-  const Nanos len = static_cast<Nanos>(L.entering.size()) * ctx_.opt.paced_piece_ns_per_message;
-  return len >= kLongPieces * ctx_.opt.paced_piece_ns ? len : ctx_.opt.paced_piece_ns;
-}
-
 // The message enters its link's queue from the next cut on (a paused one is not in the
 // list: the cuts visit only the messages that can send).
 void PacedBursts::enter(std::uint32_t id) {
@@ -143,21 +126,6 @@ void PacedBursts::enter(std::uint32_t id) {
   if (m.entering) return;
   m.entering = true;
   links_[m.link].entering.push_back(id);
-}
-
-// Linux's pacing rate over all the message's connections, capped in windowed runs at the
-// lab's SO_MAX_PACING_RATE, the link's rate over the transfer's connections.
-double PacedBursts::rate(const Message& m) const {
-  if (m.stream_rate >= 0) return m.stream_rate;
-  double per_connection = m.conn->tcp.pacing_rate(ctx_.opt.pacing_ratio);
-  if (ctx_.exclusive) per_connection = std::min(per_connection, ctx_.pace_cap[m.link]);
-  return per_connection * ctx_.weight_of(m);
-}
-
-double PacedBursts::rest(const Message& m) { return m.payload * workload::kWireOverhead - m.lost - m.entered; }
-
-double PacedBursts::room(const Message& m) const {
-  return std::max(0.0, std::min(rest(m), m.conn->tcp.room() * ctx_.weight_of(m)));
 }
 
 // What the messages entering `link`'s queue sent since the last cut becomes a piece.
@@ -415,10 +383,10 @@ void PacedBursts::ack_event(std::size_t link, Nanos now) {
 
 // The ACK batches due by `now`, each at its own instant: less in flight, an RTT sample, the
 // window grows (TcpWindow::on_ack), and the senders may go on. True if a sender whose
-// window was full may go on (from then: `since`).
-bool PacedBursts::acks_in(std::size_t link, Nanos now) {
+// window was full may go on (from then: `since`). (acks_in() in the header: whether one is
+// due at all, inline, as it mostly is not.)
+bool PacedBursts::take_acks(std::size_t link, Nanos now) {
   auto& L = links_[link];
-  if (L.acks.empty() || L.acks.front().at > now) return false;
   // Only a sender whose window was full needs a cut scheduled; the others' new pace
   // applies from the next one (at most a piece later).
   auto& blocked = acks_blocked_;
@@ -454,12 +422,6 @@ void PacedBursts::arm_acks(std::size_t link) {
   if (L.acks.empty() || L.armed == L.acks.front().at || !waits_for_acks(L)) return;
   L.armed = L.acks.front().at;
   ctx_.events.push(L.armed, ev::PacedAck{static_cast<std::uint32_t>(link)});
-}
-
-// Whether a sender entering the link has its window full (no room to send).
-bool PacedBursts::waits_for_acks(const Link& L) const {
-  return std::any_of(L.entering.begin(), L.entering.end(),
-                     [&](std::uint32_t id) { return !(room(ctx_.messages[id]) > 0); });
 }
 
 // A piece's list of parts, from those given back (a paced run makes one per piece).

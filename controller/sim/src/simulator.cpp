@@ -16,6 +16,7 @@
 
 #include "wanlab/sim/burst_model.hpp"
 #include "wanlab/sim/collectives.hpp"
+#include "wanlab/sim/paced_link.hpp"
 #include "wanlab/sim/rails.hpp"
 #include "wanlab/sim/sim_context.hpp"
 #include "wanlab/sim/workers.hpp"
@@ -37,6 +38,7 @@ class Simulation final : public BurstHost {
         workers_(ctx_),
         groups_(workers_.groups),
         bursts_(make_burst_model(ctx_, *this)),
+        paced_(dynamic_cast<PacedBursts*>(bursts_.get())),
         collectives_(ctx_, places()) {
     auto ao = opt.arbiter;
     if (ao.tcp_window_bytes == 0) ao.tcp_window_bytes = ctx_.window;
@@ -108,7 +110,10 @@ class Simulation final : public BurstHost {
         any = true;
       }
       for (const auto& ev : arb_->take_events()) arbiter_event(ev, now);
-      bursts_->end_of_pass(now);
+      if (paced_)
+        paced_->end_of_pass(now);
+      else
+        bursts_->end_of_pass(now);
       ctx_.net.update(now);
       if (const auto d = arb_->next_deadline(); d && *d != planned_deadline_) {
         planned_deadline_ = *d;
@@ -119,43 +124,51 @@ class Simulation final : public BurstHost {
       if (!any && !finishing) return;
       // Another pass only if something is left at `now` (it would find nothing else).
       if (!finishing && (events.empty() || events.next_at() > now) && !arbiter_touched_ && !arb_->has_events() &&
-          !bursts_->pending())
+          !(paced_ ? paced_->pending() : bursts_->pending()))
         return;
     }
   }
 
-  template <class... F>
-  struct Overloaded : F... {
-    using F::operator()...;
-  };
-
+  // One event, by kind: a switch over the variant's index (std::visit made a call through a
+  // table per event); the burst model's own go to it, the paced one called directly.
   void handle(const Event& e, Nanos now) {
-    std::visit(Overloaded{
-                   [&](const ev::Wake& w) {
-                     auto& g = groups_[w.group];
-                     if (g.wait == Group::Wait::compute) {
-                       g.wait = Group::Wait::none;
-                       ++g.pc;
-                     }
-                     advance(w.group, now);
-                   },
-                   [&](const ev::Deliver& d) { deliver(d.message, now); },
-                   [&](const ev::PostedSend& p) {
-                     const auto x = pending_[p.pending];
-                     send(x.group, workers_.ops[x.slot], x.iteration, now, x.span);
-                   },
-                   [&](const ev::CollectiveEnd& c) { collective_end(c.collective, now); },
-                   [&](const ev::Deadline&) {
-                     // Deadlines move on with every progress report; only one still due matters.
-                     if (const auto dl = arb_->next_deadline(); dl && *dl <= now) arbiter_touched_ = true;
-                   },
-                   [&](const ev::Tick&) { tick(now); },
-                   [&](const ev::Capacity& c) { capacity_step(c.trace, c.step, now); },
-                   [&](const ev::SlowStart& s) { slow_start_step(s.message, now); },
-                   [&](const ev::RailsReady& r) { rails_ready(r.fabric, now); },
-                   [&](const auto&) { bursts_->handle(e, now); },  // the burst model's own
-               },
-               e);
+    switch (e.index()) {
+      case variant_index<ev::Wake>(): {
+        const auto gi = std::get_if<ev::Wake>(&e)->group;
+        auto& g = groups_[gi];
+        if (g.wait == Group::Wait::compute) {
+          g.wait = Group::Wait::none;
+          ++g.pc;
+        }
+        advance(gi, now);
+        break;
+      }
+      case variant_index<ev::Deliver>(): deliver(std::get_if<ev::Deliver>(&e)->message, now); break;
+      case variant_index<ev::PostedSend>(): {
+        const auto x = pending_[std::get_if<ev::PostedSend>(&e)->pending];
+        send(x.group, workers_.ops[x.slot], x.iteration, now, x.span);
+        break;
+      }
+      case variant_index<ev::CollectiveEnd>(): collective_end(std::get_if<ev::CollectiveEnd>(&e)->collective, now); break;
+      case variant_index<ev::Deadline>():
+        // Deadlines move on with every progress report; only one still due matters.
+        if (const auto dl = arb_->next_deadline(); dl && *dl <= now) arbiter_touched_ = true;
+        break;
+      case variant_index<ev::Tick>(): tick(now); break;
+      case variant_index<ev::Capacity>(): {
+        const auto& c = *std::get_if<ev::Capacity>(&e);
+        capacity_step(c.trace, c.step, now);
+        break;
+      }
+      case variant_index<ev::SlowStart>(): slow_start_step(std::get_if<ev::SlowStart>(&e)->message, now); break;
+      case variant_index<ev::RailsReady>(): rails_ready(std::get_if<ev::RailsReady>(&e)->fabric, now); break;
+      default:  // the burst model's own
+        if (paced_)
+          paced_->handle(e, now);
+        else
+          bursts_->handle(e, now);
+        break;
+    }
   }
 
   // ---- workers ----
@@ -475,8 +488,8 @@ class Simulation final : public BurstHost {
     // them in a long paced run).
     if (o.ack || o.paced) net.release(flow);
     if (o.ack) return;
-    if (o.paced) {
-      bursts_->flow_done(o, now);
+    if (o.paced) {  // (only the paced model starts such flows)
+      paced_->flow_done(o, now);
       return;
     }
     if (o.rail != kNone) rails_->done(o.rail, now);
@@ -627,6 +640,7 @@ class Simulation final : public BurstHost {
   Workers workers_;
   std::vector<Group>& groups_;
   std::unique_ptr<BurstModel> bursts_;
+  PacedBursts* paced_;  // bursts_ when it is the paced model (the default): called without a virtual call
   Collectives collectives_;
   std::unique_ptr<arbiter::Arbiter> arb_;
   std::unique_ptr<RailFabrics> rails_;  // nullptr: no DC has rails

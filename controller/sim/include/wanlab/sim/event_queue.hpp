@@ -3,7 +3,6 @@
 // queue that hands them out in time order (those of one instant in the order they were
 // pushed, so a run is the same every time).
 #include <cstdint>
-#include <queue>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -69,6 +68,10 @@ constexpr std::size_t variant_index() {
     return variant_index<T, I + 1>();
 }
 
+// A 4-ary min-heap on (time, push order). Every key is unique, so the order events come out
+// in is the same for any correct heap. Four children a node: half the levels of a binary
+// heap, and in a large paced run (every link's next cut, stale cuts included, its ACKs,
+// every worker's next wake) each level is a cache miss.
 class EventQueue {
  public:
   struct Timed {
@@ -78,20 +81,55 @@ class EventQueue {
     bool operator>(const Timed& o) const { return at != o.at ? at > o.at : seq > o.seq; }
   };
 
-  void push(Nanos at, Event event) { heap_.push({at, seq_++, event}); }
+  void push(Nanos at, const Event& event) {
+    heap_.push_back({at, seq_++, event});
+    up(heap_.size() - 1);
+  }
   bool empty() const { return heap_.empty(); }
   std::size_t size() const { return heap_.size(); }
   /// The first event's time. Only when not empty().
-  Nanos next_at() const { return heap_.top().at; }
+  Nanos next_at() const { return heap_.front().at; }
   /// Takes the first event out. Only when not empty().
   Timed pop() {
-    auto e = heap_.top();
-    heap_.pop();
-    return e;
+    Timed first = heap_.front();
+    const Timed last = heap_.back();
+    heap_.pop_back();
+    if (!heap_.empty()) down(last);
+    return first;
   }
 
  private:
-  std::priority_queue<Timed, std::vector<Timed>, std::greater<>> heap_;
+  static constexpr std::size_t kArity = 4;
+  static bool before(const Timed& a, const Timed& b) { return a.at != b.at ? a.at < b.at : a.seq < b.seq; }
+  void up(std::size_t i) {
+    const Timed e = heap_[i];
+    while (i > 0) {
+      const std::size_t parent = (i - 1) / kArity;
+      if (!before(e, heap_[parent])) break;
+      heap_[i] = heap_[parent];
+      i = parent;
+    }
+    heap_[i] = e;
+  }
+  // Puts `e` in the root's place and moves it down to where it belongs.
+  void down(const Timed& e) {
+    const std::size_t n = heap_.size();
+    std::size_t i = 0;
+    for (;;) {
+      const std::size_t first = kArity * i + 1;
+      if (first >= n) break;
+      const std::size_t end = first + kArity < n ? first + kArity : n;
+      std::size_t best = first;
+      for (std::size_t c = first + 1; c < end; ++c)
+        if (before(heap_[c], heap_[best])) best = c;
+      if (!before(heap_[best], e)) break;
+      heap_[i] = heap_[best];
+      i = best;
+    }
+    heap_[i] = e;
+  }
+
+  std::vector<Timed> heap_;
   std::uint64_t seq_ = 0;
 };
 

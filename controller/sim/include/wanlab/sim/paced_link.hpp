@@ -13,17 +13,25 @@
 //     while a link sends, its ACKs hold kAckFraction of its rate on the reverse link;
 //   - streams (paced_stream.cpp): SimOptions::paced_stream_ns, long pieces that the link
 //     sends as they fill.
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <utility>
 #include <vector>
 
 #include "wanlab/sim/burst_model.hpp"
+#include "wanlab/workload/plan.hpp"
 
 namespace wanlab::sim {
 
 class PacedBursts final : public BurstModel {
  public:
+  /// Pieces get long (paced_piece_ns_per_message per message entering a link at once) from
+  /// this many paced_piece_ns on. Below, 1 ms pieces are cheap enough, and long pieces of a
+  /// few paced_piece_ns were off the 1 ms result by more than longer ones (bench/README.md,
+  /// "Speed").
+  static constexpr std::int64_t kLongPieces = 4;
+
   using Parts = std::vector<std::pair<std::uint32_t, double>>;  // message, wire bytes
 
   // A WAN link's FIFO queue, as the pieces that entered it. Its ACKs leave when an exact
@@ -80,17 +88,34 @@ class PacedBursts final : public BurstModel {
 
   /// A link's queue, as it stands (for tests and reports).
   const Link& link(std::size_t l) const { return links_[l]; }
-  /// The message's pace (wire bytes per ns, all its connections).
-  double rate(const Message& m) const;
+  /// The message's pace (wire bytes per ns, all its connections): Linux's pacing rate
+  /// over all the message's connections, capped in windowed runs at the lab's
+  /// SO_MAX_PACING_RATE, the link's rate over the transfer's connections.
+  double rate(const Message& m) const {
+    if (m.stream_rate >= 0) return m.stream_rate;
+    double per_connection = m.conn->tcp.pacing_rate(ctx_.opt.pacing_ratio);
+    if (ctx_.exclusive) per_connection = std::min(per_connection, ctx_.pace_cap[m.link]);
+    return per_connection * ctx_.weight_of(m);
+  }
   /// Bytes the message may still send now: its rest, within its connections' window.
-  double room(const Message& m) const;
+  double room(const Message& m) const {
+    return std::max(0.0, std::min(rest(m), m.conn->tcp.room() * ctx_.weight_of(m)));
+  }
   /// Wire bytes the message has still to send (what was lost waits for its resend).
-  static double rest(const Message& m);
+  static double rest(const Message& m) { return m.payload * workload::kWireOverhead - m.lost - m.entered; }
 
  private:
   // paced_link.cpp: pieces and ACKs.
   bool long_pieces(const Link& L) const { return piece_length(L) > ctx_.opt.paced_piece_ns; }
-  Nanos piece_length(const Link& L) const;
+  // With many messages entering a link at once, pieces are long (paced_piece_ns_per_message
+  // per message) and cut only on their own clock: a message that starts, comes back or puts
+  // its last byte in between two cuts does so within the open piece (from its own instant;
+  // the last byte leaves with its piece), so a start or an end costs no visit of every
+  // message entering.
+  Nanos piece_length(const Link& L) const {
+    const Nanos len = static_cast<Nanos>(L.entering.size()) * ctx_.opt.paced_piece_ns_per_message;
+    return len >= kLongPieces * ctx_.opt.paced_piece_ns ? len : ctx_.opt.paced_piece_ns;
+  }
   Nanos piece_boundary(Nanos t) const { return (t / ctx_.opt.paced_piece_ns + 1) * ctx_.opt.paced_piece_ns; }
   void enter(std::uint32_t id);
   void resend(std::uint32_t id, Nanos now);
@@ -105,9 +130,18 @@ class PacedBursts final : public BurstModel {
   void piece_left(std::size_t link, Nanos now);
   void add_acks(std::size_t link, Nanos at, Nanos sent, Nanos back, Parts&& parts);
   void ack_event(std::size_t link, Nanos now);
-  bool acks_in(std::size_t link, Nanos now);
+  bool acks_in(std::size_t link, Nanos now) {
+    const auto& L = links_[link];
+    return !L.acks.empty() && L.acks.front().at <= now && take_acks(link, now);
+  }
+  bool take_acks(std::size_t link, Nanos now);
   void arm_acks(std::size_t link);
-  bool waits_for_acks(const Link& L) const;
+  // Whether a sender entering the link has its window full (no room to send).
+  bool waits_for_acks(const Link& L) const {
+    for (const auto id : L.entering)
+      if (!(room(ctx_.messages[id]) > 0)) return true;
+    return false;
+  }
   Parts take_parts();
   void give_parts(Parts&& v);
   double entered_by(const Message& m, Nanos now) const;
