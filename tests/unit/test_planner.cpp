@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <functional>
+#include <numeric>
 
 #include "process.hpp"
 #include "temp_dir.hpp"
@@ -154,6 +155,134 @@ TEST_CASE("plan: memory by the workload layer's model, against 80 GiB", "[unit][
   const auto g = memory_use(base, {5, 1, 8}, workload::Schedule::gpipe, 8, 1);
   CHECK(g.activation_bytes > f.activation_bytes * 1.5);
   CHECK_FALSE(memory_use(base, {5, 1, 8}, workload::Schedule::gpipe, 16, 1).fits());
+}
+
+TEST_CASE("plan: memory of ZB-H1 and interleaved 1F1B peaks within 4 pp micro-batches", "[unit][planner]") {
+  // The search shares one memory figure among micro-batch counts above 4 pp; this is
+  // what makes that exact.
+  workload::Scenario base;
+  base.model = *workload::find_preset("7b");
+  for (int pp : {2, 3, 4, 8}) {
+    INFO("pp " << pp);
+    const auto zb4 = memory_use(base, {pp, 1, 4}, workload::Schedule::zb_h1, 4 * pp, 1);
+    CHECK(memory_use(base, {pp, 1, 4}, workload::Schedule::zb_h1, 9 * pp + 1, 1).peak_bytes == zb4.peak_bytes);
+    for (int v : {2, 4}) {
+      const auto i4 = memory_use(base, {pp, 1, 4}, workload::Schedule::interleaved_1f1b, 4 * pp, 1, {}, v);
+      CHECK(memory_use(base, {pp, 1, 4}, workload::Schedule::interleaved_1f1b, 12 * pp, 1, {}, v).peak_bytes ==
+            i4.peak_bytes);
+    }
+  }
+}
+
+TEST_CASE("plan: balanced layers even out the stages' compute within memory", "[unit][planner]") {
+  workload::Scenario s;
+  s.model = *workload::find_preset("1.3b");  // 24 layers; the LM head weighs about two layers
+  s.parallelism = {3, 1, 8};
+  s.micro_batches = 8;
+  const auto slowest = [&](const std::vector<int>& layers, const std::vector<double>& speed) {
+    double t = 0;
+    const auto costs = workload::stage_costs(s.model, s.parallelism, 1, layers);
+    for (std::size_t i = 0; i < costs.size(); ++i)
+      t = std::max(t, (costs[i].forward_flops + costs[i].backward_flops) / speed[i]);
+    return t;
+  };
+  const std::vector<double> same{1, 1, 1};
+  const auto even = workload::split_layers(24, 3);
+  const auto bal = balanced_layers(s, same);
+  REQUIRE(bal.size() == 3);
+  CHECK(bal[0] + bal[1] + bal[2] == 24);
+  CHECK(bal[2] < even[2]);  // the head's stage takes fewer layers
+  CHECK(slowest(bal, same) < slowest(even, same));
+  // GPUs of half the speed on the middle stage: it takes about half the layers.
+  const std::vector<double> slow_middle{2, 1, 2};
+  const auto het = balanced_layers(s, slow_middle);
+  CHECK(het[0] + het[1] + het[2] == 24);
+  CHECK(het[1] * 2 <= het[0] + 1);
+  CHECK(slowest(het, slow_middle) < slowest(even, slow_middle) * 0.8);
+  // Interleaved: every stage keeps a layer per model chunk.
+  s.schedule = workload::Schedule::interleaved_1f1b;
+  s.virtual_stages = 4;
+  s.micro_batches = 6;
+  for (int n : balanced_layers(s, {1, 1, 100})) CHECK(n >= 4);
+
+  // Memory binds: 70B over 5 stages under 1F1B, where stage 0 holds 5 micro-batches and the
+  // even split needs most there. The balanced split fits wherever the even one does.
+  workload::Scenario big;
+  big.model = *workload::find_preset("70b");
+  big.parallelism = {5, 1, 8};
+  big.micro_batches = 8;
+  const auto b70 = balanced_layers(big, std::vector<double>(5, 1.0));
+  CHECK(std::accumulate(b70.begin(), b70.end(), 0) == 80);
+  CHECK(memory_use(big, {5, 1, 8}, workload::Schedule::one_f_one_b, 8, 1, b70).fits());
+}
+
+TEST_CASE("plan: the search covers ZB-H1, interleaved 1F1B and balanced splits; their plans load and simulate",
+          "[unit][planner]") {
+  const auto topo = core::parse_topology(triangle_doc(), "tri.json", {});
+  auto s = gpt_scenario(3, 2, 4);
+  auto o = options(topo, 16);
+  o.dcs = parse_dc_list("a,b", topo, topology_offers(topo, json::object()));
+  const auto r = search(s, topo, o);
+  for (const char* name : {"1f1b", "gpipe", "zb-h1", "interleaved-1f1b v2", "interleaved-1f1b v4"}) {
+    INFO(name);
+    REQUIRE(r.fit_by_schedule.count(name) == 1);
+    CHECK(r.fit_by_schedule.at(name) > 0);
+  }
+  CHECK(r.fit_by_split.at("balanced") > 0);
+  CHECK(r.fit_by_split.at("even") + r.fit_by_split.at("balanced") == r.fit);
+  for (const auto& c : r.fast) {
+    CHECK(static_cast<int>(c.layers.size()) == c.par.pp);
+    CHECK(std::accumulate(c.layers.begin(), c.layers.end(), 0) == s.model.layers);
+    if (c.schedule == workload::Schedule::interleaved_1f1b) CHECK(c.micro_batches % c.par.pp == 0);
+    CHECK_THAT(c.describe(topo), Contains("layers " + c.layers_text() + " " + c.split_name()) &&
+                                     Contains(c.schedule_name()));
+  }
+
+  // A balanced, interleaved plan across both DCs (two stages in a, one in b), written as
+  // `plan` writes it: the file loads (layers_per_stage, virtual_stages) and simulates.
+  Candidate c;
+  c.chain = {0, 2};
+  c.stages = {2, 1};
+  c.par = {3, 1, 4};
+  c.micro_batches = 6;
+  c.schedule = workload::Schedule::interleaved_1f1b;
+  c.virtual_stages = 2;
+  c.connections = 4;
+  workload::Scenario shape = s;
+  shape.parallelism = c.par;
+  shape.schedule = c.schedule;
+  shape.virtual_stages = 2;
+  shape.micro_batches = 6;
+  c.layers = balanced_layers(shape, {1, 1, 1});
+  c.balanced = true;
+  REQUIRE(c.layers != workload::split_layers(s.model.layers, 3));
+  for (const auto& [layers, text] : std::vector<std::pair<std::vector<int>, std::string>>{
+           {{17, 17, 17, 17, 12}, "17x4+12"}, {{16, 16}, "16x2"}, {{9, 8, 7}, "9+8+7"}, {{80}, "80"}}) {
+    Candidate t;
+    t.layers = layers;
+    CHECK(t.layers_text() == text);
+  }
+  CHECK_THAT(c.describe(topo), Contains("layers " + c.layers_text() + " balanced") &&
+                                   Contains("interleaved-1f1b v2"));
+  CHECK(memory_use(s, c.par, c.schedule, 6, 1, c.layers, 2).fits());
+  const test::TempDir dir("planner-uneven");
+  const auto topo_file = dir.write("plan-1/topology.json", core::to_json(candidate_topology(topo, c)).dump(2));
+  const auto scen = candidate_scenario(s, topo, c, "tri-1b-plan-1", topo_file);
+  const auto file = dir.write("plan-1/scenario.json", workload::to_json(scen).dump(2));
+  const auto back = workload::load_scenario(file);
+  CHECK(back.layers_per_stage == c.layers);
+  CHECK(back.virtual_stages == 2);
+  CHECK(back.schedule == workload::Schedule::interleaved_1f1b);
+  const auto plan = workload::build_plan(back, core::load_topology(back.topology_path));
+  CHECK(plan.stages.at(2).layers == c.layers.at(2));
+  CHECK(sim::simulate(plan).end_ns() > 0);
+  if (std::filesystem::exists(test::wanlab())) {
+    const auto sim = test::run(test::wanlab() + " simulate " + file.string() +
+                               " --policies fair --connections 4 --no-placement-baseline --out " +
+                               (dir.path() / "sim").string());
+    INFO(sim.out);
+    CHECK(sim.code == 0);
+  }
 }
 
 TEST_CASE("plan: on a small lab the search finds the known best plan, never slower than the greedy rule",

@@ -43,7 +43,10 @@ json candidate_json(const Candidate& c, const core::Topology& topo) {
          {"parallelism", {{"pp", c.par.pp}, {"dp", c.par.dp}, {"tp", c.par.tp}}},
          {"micro_batch_size", c.micro_batch_size},
          {"micro_batches", c.micro_batches},
+         {"layers_per_stage", c.layers},
+         {"split", c.split_name()},
          {"schedule", workload::to_string(c.schedule)},
+         {"virtual_stages", c.virtual_stages},
          {"connections", c.connections},
          {"policy", c.policy},
          {"greedy_rule", c.greedy},
@@ -156,6 +159,10 @@ json write_plan(const workload::Scenario& scenario, const std::string& scenario_
                                scenario.name, r.batch, r.space, r.fit, r.fast.size(),
                                std::count_if(r.ranked.begin(), r.ranked.end(), [](const auto& c) { return c.full_s.has_value(); }),
                                r.elapsed_s, r.budget_ran_out ? " (the budget ran out: best so far)" : "");
+  std::string by;
+  for (const auto& [name, n] : r.fit_by_schedule) by += fmt::format("{}{} {}", by.empty() ? "" : ", ", name, n);
+  for (const auto& [name, n] : r.fit_by_split) by += fmt::format(", {} split {}", name, n);
+  md += fmt::format("Within memory by schedule and layer split: {}.\n\n", by);
   md += kTableHead;
   const auto write_one = [&](const Candidate& c, const std::string& folder) {
     const fs::path dir = out / folder;
@@ -199,9 +206,11 @@ json write_plan(const workload::Scenario& scenario, const std::string& scenario_
            {"batch_sequences", r.batch},
            {"space", r.space},
            {"within_memory", r.fit},
-           {"memory_model", fmt::format("16 bytes per parameter of the stage per GPU + 34 x seq x micro-batch size x "
-                                        "hidden / tp bytes per layer per micro-batch in flight, against {:.0f} GB",
-                                        planner::kGpuMemoryBytes / 1e9)},
+           {"within_memory_by_schedule", r.fit_by_schedule},
+           {"within_memory_by_split", r.fit_by_split},
+           {"memory_model", fmt::format("workload::stage_memory (docs/workloads.md#memory-model) per stage and GPU, "
+                                        "with each plan's schedule and split, against {:.0f} GiB",
+                                        planner::kGpuMemoryBytes / static_cast<double>(workload::kGiB))},
            {"elapsed_s", r.elapsed_s},
            {"budget_ran_out", r.budget_ran_out},
            {"created_at", timestamp()},
@@ -307,6 +316,11 @@ int cmd_plan(const PlanArgs& a) {
     else if (g)
       fmt::print("\nbest: Atlas's greedy rule itself ({:.3f} s per iteration)\n", *g->full_s);
   }
+  std::string by;
+  for (const auto& [name, n] : r.fit_by_schedule) by += fmt::format("{}{} {}", by.empty() ? "" : ", ", name, n);
+  fmt::print("searched: {} plans, {} within memory (by schedule: {}; layer split: {} even, {} balanced)\n", r.space,
+             r.fit, by, r.fit_by_split.count("even") ? r.fit_by_split.at("even") : 0,
+             r.fit_by_split.count("balanced") ? r.fit_by_split.at("balanced") : 0);
   if (r.budget_ran_out) fmt::print("the budget ran out: these are the best found in {:.1f} s\n", r.elapsed_s);
   fmt::print("results: {}/plan.json, plan.md, plan-N/ and greedy-N/ (scenario.json, topology.json: wanlab run, bench "
              "and simulate take them)\n",

@@ -2,17 +2,25 @@
 
 namespace wanlab::planner {
 
-MemoryUse memory_use(const workload::Scenario& base, const workload::Parallelism& par, workload::Schedule schedule,
-                     int micro_batches, int micro_batch_size) {
+std::vector<workload::StageMemory> stage_memory_use(const workload::Scenario& base, const workload::Parallelism& par,
+                                                    workload::Schedule schedule, int micro_batches,
+                                                    int micro_batch_size, const std::vector<int>& layers,
+                                                    int virtual_stages) {
   workload::Scenario s = base;
   s.parallelism = par;
   s.schedule = schedule;
   s.micro_batches = micro_batches;
   s.micro_batch_size = micro_batch_size;
-  s.layers_per_stage.clear();
-  s.virtual_stages = 1;
+  s.layers_per_stage = layers;
+  s.virtual_stages = virtual_stages;
+  return workload::stage_memory(s);
+}
+
+MemoryUse memory_use(const workload::Scenario& base, const workload::Parallelism& par, workload::Schedule schedule,
+                     int micro_batches, int micro_batch_size, const std::vector<int>& layers, int virtual_stages) {
   MemoryUse worst;
-  for (const auto& m : workload::stage_memory(s)) {
+  for (const auto& m :
+       stage_memory_use(base, par, schedule, micro_batches, micro_batch_size, layers, virtual_stages)) {
     const auto needed = static_cast<double>(m.needed());
     if (needed <= worst.peak_bytes) continue;
     worst.peak_bytes = needed;

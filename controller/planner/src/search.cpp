@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
+#include <functional>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -31,7 +33,16 @@ constexpr long kMaxFreeGpus = 10'000'000;
 constexpr int kMaxStages = 32;
 constexpr int kMaxMicroBatches = 1 << 16;
 constexpr int kMicroBatchSizes[] = {1, 2, 4};
-constexpr Schedule kSchedules[] = {Schedule::one_f_one_b, Schedule::gpipe};
+// The schedules searched, with their model chunks per GPU.
+struct ScheduleChoice {
+  Schedule schedule;
+  int virtual_stages;
+};
+constexpr ScheduleChoice kSchedules[] = {{Schedule::one_f_one_b, 1},
+                                         {Schedule::gpipe, 1},
+                                         {Schedule::zb_h1, 1},
+                                         {Schedule::interleaved_1f1b, 2},
+                                         {Schedule::interleaved_1f1b, 4}};
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
@@ -100,73 +111,176 @@ double link_rtt_s(const core::Topology& topo, std::size_t a, std::size_t b) {
       .count();
 }
 
-// What the closed-form estimate needs of one (pp, tp, micro-batch size): the slowest
-// stage's compute per micro-batch and optimizer step, in FLOPs, and the gradient buffer.
-struct StageFlops {
+// What the closed-form estimate needs of each stage of one (pp, tp, micro-batch size,
+// split): its forward and backward per micro-batch and its optimizer step, in FLOPs, and
+// its gradient buffer.
+struct StageWork {
   double fb = 0, opt = 0, grad_bytes = 0;
 };
+
+// The micro-batches whose schedule decides a stage's memory peak: a 1F1B stage holds at
+// most pp of them, ZB-H1 and interleaved 1F1B reach their peak within 4 pp (a multiple
+// of pp, as interleaving needs), GPipe holds them all. Larger counts share the entry.
+int memory_micro_batches(Schedule sched, int pp, int m) {
+  switch (sched) {
+    case Schedule::gpipe:
+      return m;
+    case Schedule::one_f_one_b:
+      return std::min(m, pp);
+    case Schedule::zb_h1:
+    case Schedule::interleaved_1f1b:
+      return std::min(m, 4 * pp);
+  }
+  return m;
+}
+
+// The pipeline's bubble in units of the slowest stage's forward and backward: pp - 1 for
+// GPipe and 1F1B, (pp - 1) / v interleaved, about a third of that for ZB-H1 (its weight
+// passes fill two of the three thirds of a backward's idle time).
+double bubble(Schedule sched, int pp, int v) {
+  switch (sched) {
+    case Schedule::interleaved_1f1b:
+      return static_cast<double>(pp - 1) / v;
+    case Schedule::zb_h1:
+      return static_cast<double>(pp - 1) / 3;
+    default:
+      return pp - 1;
+  }
+}
 
 class Estimator {
  public:
   Estimator(const workload::Scenario& s, const core::Topology& topo) : s_(s), topo_(topo) {}
 
-  const StageFlops& flops(int pp, int tp, int mbs) {
-    auto [it, fresh] = flops_.try_emplace({pp, tp, mbs});
+  // Each stage's work for `layers` (empty: the even split), cached by the split.
+  const std::vector<StageWork>& work(int pp, int tp, int mbs, const std::vector<int>& layers) {
+    auto [it, fresh] = work_.try_emplace({{pp, tp, mbs}, layers});
+    if (fresh)
+      for (const auto& c : workload::stage_costs(s_.model, Parallelism{pp, 1, tp}, mbs, layers))
+        it->second.push_back({c.forward_flops + c.backward_flops, c.optimizer_flops,
+                              static_cast<double>(c.gradient_bytes_per_gpu)});
+    return it->second;
+  }
+
+  // A small number for the effective FLOP/s of each stage of a layout (one entry when
+  // they are all the same), so the caches below key on it without copying it.
+  int speeds_id(const std::vector<double>& speeds) {
+    auto [it, fresh] = speeds_.try_emplace(speeds, static_cast<int>(speeds_.size()));
+    if (fresh) speed_list_.push_back(speeds);
+    return it->second;
+  }
+
+  struct Split {
+    std::vector<int> layers;
+    const std::vector<StageWork>* work = nullptr;
+  };
+
+  // balanced_layers() for a stage layout of speeds `sid`, cached.
+  const Split& balanced(int pp, int tp, int mbs, Schedule sched, int v, int m, int sid) {
+    const int mm = memory_micro_batches(sched, pp, m);
+    auto [it, fresh] = balanced_.try_emplace({pp, tp, mbs, static_cast<int>(sched), v, mm, sid});
     if (fresh) {
-      for (const auto& c : workload::stage_costs(s_.model, Parallelism{pp, 1, tp}, mbs)) {
-        it->second.fb = std::max(it->second.fb, c.forward_flops + c.backward_flops);
-        it->second.opt = std::max(it->second.opt, c.optimizer_flops);
-        it->second.grad_bytes = std::max(it->second.grad_bytes, static_cast<double>(c.gradient_bytes_per_gpu));
-      }
+      workload::Scenario s = s_;
+      s.parallelism = {pp, 1, tp};
+      s.micro_batch_size = mbs;
+      s.schedule = sched;
+      s.virtual_stages = v;
+      s.micro_batches = mm;
+      s.layers_per_stage.clear();
+      // One speed stands for every stage (one GPU kind).
+      const auto& speeds = speed_list_.at(static_cast<std::size_t>(sid));
+      it->second.layers = balanced_layers(
+          s, speeds.size() == 1 ? std::vector<double>(static_cast<std::size_t>(pp), speeds[0]) : speeds);
+      it->second.work = &work(pp, tp, mbs, it->second.layers);
     }
     return it->second;
   }
 
-  const MemoryUse& memory(int pp, int tp, int mbs, Schedule sched, int m) {
-    // 1F1B keeps at most pp micro-batches in flight, so larger counts need no entry of their own.
-    const int in_flight = sched == Schedule::gpipe ? m : std::min(m, pp);
-    auto [it, fresh] = memory_.try_emplace({pp, tp, mbs, static_cast<int>(sched), in_flight});
-    if (fresh) it->second = memory_use(s_, Parallelism{pp, 1, tp}, sched, in_flight, mbs);
+  // memory_use() of the even split (split -1) or of balanced(..., sid = split).
+  const MemoryUse& memory(int pp, int tp, int mbs, Schedule sched, int v, int m, int split) {
+    const int mm = memory_micro_batches(sched, pp, m);
+    auto [it, fresh] = memory_.try_emplace({pp, tp, mbs, static_cast<int>(sched), v, mm, split});
+    if (fresh)
+      it->second = memory_use(s_, Parallelism{pp, 1, tp}, sched, mm, mbs,
+                              split < 0 ? std::vector<int>{} : balanced(pp, tp, mbs, sched, v, m, split).layers, v);
     return it->second;
   }
 
-  double estimate(const Candidate& c) {
-    const auto& f = flops(c.par.pp, c.par.tp, c.micro_batch_size);
-    double slowest = std::numeric_limits<double>::infinity();
-    for (auto dc : c.chain)
-      slowest = std::min(slowest, workload::effective_flops(topo_.dcs[dc].gpu, s_.model.dtype, s_.mfu));
-    const double pipeline = (c.micro_batches + c.par.pp - 1) * f.fb / slowest + f.opt / slowest;
+  double speed(std::size_t dc) {
+    auto [it, fresh] = speed_.try_emplace(dc);
+    if (fresh) it->second = workload::effective_flops(topo_.dcs[dc].gpu, s_.model.dtype, s_.mfu);
+    return it->second;
+  }
+
+  double estimate(const Candidate& c) { return estimate(c, work(c.par.pp, c.par.tp, c.micro_batch_size, c.layers)); }
+
+  double estimate(const Candidate& c, const std::vector<StageWork>& w) {
+    double slowest = 0, opt = 0, grad = 0;
+    std::size_t st = 0;
+    for (std::size_t i = 0; i < c.chain.size(); ++i) {
+      const double f = speed(c.chain[i]);
+      for (int k = 0; k < c.stages[i] && st < w.size(); ++k, ++st) {
+        slowest = std::max(slowest, w[st].fb / f);
+        opt = std::max(opt, w[st].opt / f);
+        grad = std::max(grad, w[st].grad_bytes);
+      }
+    }
+    const int v = std::max(1, c.virtual_stages);
+    const double pipeline = (c.micro_batches + bubble(c.schedule, c.par.pp, v)) * slowest + opt;
     const double act = static_cast<double>(workload::activation_bytes(s_.model, c.micro_batch_size)) * s_.scale *
                        workload::kWireOverhead;
-    const double per_dir = act * c.par.dp * c.micro_batches * 8;  // bits each way per boundary
+    const double per_pass = act * c.par.dp * c.micro_batches * 8;  // bits each way per boundary per model chunk
     const double window_bits = workload::run_tcp_window(s_) * 8;
-    double wan = 0, latency = 0;
-    for (std::size_t i = 0; i + 1 < c.chain.size(); ++i) {
-      const auto a = c.chain[i], b = c.chain[i + 1];
-      const double rtt = link_rtt_s(topo_, a, b);
-      latency += rtt;
+    // Model chunks crossing each directed DC pair: every chunk crosses each DC boundary of
+    // the chain (interleaved: v of them) and, interleaved, wraps from the last DC to the
+    // first v - 1 times. A chain has at most 8 DCs, so at most 16 directed pairs.
+    struct Crossing {
+      std::size_t a, b;
+      double passes;
+    };
+    std::array<Crossing, 18> pairs{};
+    std::size_t n = 0;
+    double latency = 0;
+    const auto cross = [&](std::size_t a, std::size_t b, double passes) {
+      latency += passes * link_rtt_s(topo_, a, b);
       for (auto [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
-        const double rate = static_cast<double>(topo_.find_link(x, y)->params.rate.bps) * s_.scale;
-        const double window_cap =
-            rtt > 0 ? static_cast<double>(c.par.dp) * c.par.tp * c.connections * window_bits / rtt : rate;
-        wan = std::max(wan, per_dir / std::max(1.0, std::min(rate, window_cap)));
+        std::size_t i = 0;
+        while (i < n && !(pairs[i].a == x && pairs[i].b == y)) ++i;
+        if (i == n) pairs[n++] = {x, y, 0};
+        pairs[i].passes += passes;
       }
+    };
+    for (std::size_t i = 0; i + 1 < c.chain.size(); ++i) cross(c.chain[i], c.chain[i + 1], v);
+    if (v > 1 && c.chain.size() > 1) cross(c.chain.back(), c.chain.front(), v - 1);
+    double wan = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto* link = topo_.find_link(pairs[i].a, pairs[i].b);
+      const double rate = static_cast<double>(link->params.rate.bps) * s_.scale;
+      const double rtt = link_rtt_s(topo_, pairs[i].a, pairs[i].b);
+      const double window_cap =
+          rtt > 0 ? static_cast<double>(c.par.dp) * c.par.tp * c.connections * window_bits / rtt : rate;
+      wan = std::max(wan, pairs[i].passes * per_pass / std::max(1.0, std::min(rate, window_cap)));
     }
     double allreduce = 0;
     if (c.par.dp > 1 && topo_.lan.rate.bps > 0) {
-      const double n = c.par.dp;
-      allreduce = 2 * (n - 1) / n * f.grad_bytes * workload::run_lan_scale(s_) * 8 /
+      const double dp = c.par.dp;
+      allreduce = 2 * (dp - 1) / dp * grad * workload::run_lan_scale(s_) * 8 /
                       (static_cast<double>(topo_.lan.rate.bps) * s_.scale) +
-                  2 * (n - 1) * std::chrono::duration<double>(topo_.lan.delay).count();
+                  2 * (dp - 1) * std::chrono::duration<double>(topo_.lan.delay).count();
     }
     return std::max(pipeline, wan) + latency + allreduce;
   }
 
  private:
+  using Key = std::tuple<int, int, int, int, int, int, int>;
   const workload::Scenario& s_;
   const core::Topology& topo_;
-  std::map<std::tuple<int, int, int>, StageFlops> flops_;
-  std::map<std::tuple<int, int, int, int, int>, MemoryUse> memory_;
+  std::map<std::pair<std::array<int, 3>, std::vector<int>>, std::vector<StageWork>> work_;
+  std::map<std::vector<double>, int> speeds_;
+  std::vector<std::vector<double>> speed_list_;
+  std::map<Key, Split> balanced_;
+  std::map<Key, MemoryUse> memory_;
+  std::map<std::size_t, double> speed_;
 };
 
 int micro_batches_for(long batch, int dp, int mbs) {
@@ -205,8 +319,8 @@ std::vector<int> tp_choices(const workload::Scenario& s, const core::Topology& t
 std::string candidate_key(const Candidate& c) {
   std::string k;
   for (std::size_t i = 0; i < c.chain.size(); ++i) k += fmt::format("{}:{},", c.chain[i], c.stages[i]);
-  return fmt::format("{}{}x{}x{} {}x{} {} {} {}", k, c.par.pp, c.par.dp, c.par.tp, c.micro_batches, c.micro_batch_size,
-                     workload::to_string(c.schedule), c.connections, c.policy);
+  return fmt::format("{}{}x{}x{} {} {}x{} {} {} {}", k, c.par.pp, c.par.dp, c.par.tp, c.layers_text(), c.micro_batches,
+                     c.micro_batch_size, c.schedule_name(), c.connections, c.policy);
 }
 
 // The busiest directed WAN link's wire bytes over what it could carry in the run.
@@ -257,9 +371,83 @@ std::string Candidate::describe(const core::Topology& topo) const {
   std::string stages_s;
   for (std::size_t i = 0; i < chain.size(); ++i)
     stages_s += fmt::format("{}{} {}", i ? ", " : "", topo.dcs.at(chain[i]).name, stages[i]);
-  return fmt::format("{} (stages {}), pp {} dp {} tp {}, {} x {} micro-batches, {}, {} x{}", dc_set(topo), stages_s,
-                     par.pp, par.dp, par.tp, micro_batches, micro_batch_size, workload::to_string(schedule), policy,
-                     connections);
+  return fmt::format("{} (stages {}), pp {} dp {} tp {}, layers {} {}, {} x {} micro-batches, {}, {} x{}", dc_set(topo),
+                     stages_s, par.pp, par.dp, par.tp, layers_text(), split_name(), micro_batches, micro_batch_size,
+                     schedule_name(), policy, connections);
+}
+
+std::string Candidate::layers_text() const {
+  std::string out;
+  for (std::size_t i = 0; i < layers.size();) {
+    std::size_t j = i;
+    while (j < layers.size() && layers[j] == layers[i]) ++j;
+    out += fmt::format("{}{}", out.empty() ? "" : "+", layers[i]);
+    if (j - i > 1) out += fmt::format("x{}", j - i);
+    i = j;
+  }
+  return out;
+}
+
+std::string Candidate::schedule_name() const {
+  return schedule == Schedule::interleaved_1f1b ? fmt::format("interleaved-1f1b v{}", virtual_stages)
+                                                : workload::to_string(schedule);
+}
+
+std::vector<int> balanced_layers(const workload::Scenario& base, const std::vector<double>& stage_flops) {
+  const auto& par = base.parallelism;
+  const int pp = par.pp;
+  const int total = base.model.layers;
+  const int v = std::max(1, base.virtual_stages);
+  const auto even = workload::split_layers(total, pp);
+  if (pp < 2 || total <= pp * v || static_cast<int>(stage_flops.size()) != pp) return even;
+  // One layer's forward and backward, and its parameters per GPU: a stage of two layers
+  // less a stage of one (neither holding the embedding or the head).
+  const auto one = workload::stage_costs(base.model, par, base.micro_batch_size, even);
+  auto shape = one.front().shape;
+  shape.vocab = 0;
+  const auto fb_of = [](const program::StageShape& sh) {
+    return program::gemm_flops(program::stage_gemms(sh, program::OpKind::forward)) +
+           program::gemm_flops(program::stage_gemms(sh, program::OpKind::backward));
+  };
+  shape.layers = 1;
+  const double fb1 = fb_of(shape);
+  shape.layers = 2;
+  const double fb_layer = fb_of(shape) - fb1;
+  // Memory per layer of each stage at the even split: the state (weights, gradients,
+  // optimizer, all proportional to the layers) and the activations held (proportional too).
+  const auto mem = stage_memory_use(base, par, base.schedule, base.micro_batches, base.micro_batch_size, even, v);
+  const double per_param = 2.0 * workload::dtype_bytes(base.model.dtype) +
+                           workload::optimizer_bytes_per_parameter(base) /
+                               (base.memory.distributed_optimizer ? par.dp : 1);
+  const double layer_params = static_cast<double>(workload::layer_parameters(base.model)) / par.tp;
+  std::vector<double> extra(pp), fixed(pp), per_layer(pp);
+  for (int s = 0; s < pp; ++s) {
+    const auto i = static_cast<std::size_t>(s);
+    extra[i] = one[i].forward_flops + one[i].backward_flops - even[i] * fb_layer;
+    per_layer[i] = layer_params * per_param + static_cast<double>(mem[i].activations) / even[i];
+    fixed[i] = static_cast<double>(mem[i].needed()) - even[i] * per_layer[i];
+  }
+  std::vector<int> out(static_cast<std::size_t>(pp), v);
+  for (int left = total - pp * v; left > 0; --left) {
+    std::size_t pick = 0;
+    bool pick_fits = false;
+    double pick_time = 0, pick_mem = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const double t = ((out[i] + 1) * fb_layer + extra[i]) / stage_flops[i];
+      const double m = fixed[i] + (out[i] + 1) * per_layer[i];
+      const bool f = m <= kGpuMemoryBytes;
+      const bool better = i == 0 || (f && !pick_fits) ||
+                          (f == pick_fits && (f ? (t < pick_time || (t == pick_time && m < pick_mem)) : m < pick_mem));
+      if (better) {
+        pick = i;
+        pick_fits = f;
+        pick_time = t;
+        pick_mem = m;
+      }
+    }
+    ++out[pick];
+  }
+  return out;
 }
 
 std::vector<DcOffer> topology_offers(const core::Topology& topo, const nlohmann::json& doc) {
@@ -358,6 +546,9 @@ workload::Scenario candidate_scenario(const workload::Scenario& base, const core
   s.micro_batch_size = c.micro_batch_size;
   s.micro_batches = c.micro_batches;
   s.schedule = c.schedule;
+  s.virtual_stages = c.virtual_stages;
+  s.layers_per_stage.clear();
+  if (c.balanced) s.layers_per_stage = c.layers;
   s.connections = c.connections;
   s.policy = c.policy;
   s.prefill.reset();  // a training plan: the prefill load's nodes belong to the original lab
@@ -405,7 +596,11 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
     g.micro_batches = micro_batches_for(result.batch, g.par.dp, g.micro_batch_size);
     if (g.micro_batches > kMaxMicroBatches) continue;
     g.schedule = scenario.schedule;
-    g.connections = scenario.connections;
+    g.virtual_stages = scenario.virtual_stages;
+    g.balanced = static_cast<int>(scenario.layers_per_stage.size()) == g.par.pp;
+    g.layers = g.balanced ? scenario.layers_per_stage : workload::split_layers(scenario.model.layers, g.par.pp);
+    if (g.schedule == Schedule::interleaved_1f1b && g.micro_batches % g.par.pp != 0)
+      g.micro_batches += g.par.pp - g.micro_batches % g.par.pp;
     g.policy = scenario.policy;
     workload::Scenario s = scenario;
     s.parallelism = g.par;
@@ -424,7 +619,9 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
       }
       ++g.stages.back();
     }
-    g.memory_bytes = est.memory(g.par.pp, g.par.tp, g.micro_batch_size, g.schedule, g.micro_batches).peak_bytes;
+    g.memory_bytes = memory_use(scenario, g.par, g.schedule, memory_micro_batches(g.schedule, g.par.pp, g.micro_batches),
+                                g.micro_batch_size, g.balanced ? g.layers : std::vector<int>{}, g.virtual_stages)
+                         .peak_bytes;
     bool linked = true;
     for (std::size_t i = 0; i + 1 < g.chain.size(); ++i)
       linked = linked && topo.find_link(g.chain[i], g.chain[i + 1]) && topo.find_link(g.chain[i + 1], g.chain[i]);
@@ -436,12 +633,17 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
   // Phase 1: the whole space, estimated; kept: the best per (DC set, GPU count) and the
   // best overall.
   const auto chains = dc_chains(topo, o.dcs);
+  std::vector<std::vector<int>> even_layers(static_cast<std::size_t>(std::min(scenario.model.layers, kMaxStages)) + 1);
+  for (std::size_t pp = 1; pp < even_layers.size(); ++pp)
+    even_layers[pp] = workload::split_layers(scenario.model.layers, static_cast<int>(pp));
   const auto tps = tp_choices(scenario, topo, o.dcs);
   std::map<std::pair<std::string, long>, Candidate> per_set;  // (sorted DC set, count)
   std::vector<Candidate> best;                                // a heap by estimate, at most fast_extra
   const auto worse = [](const Candidate& a, const Candidate& b) {
     return a.estimate_s / a.sequences() < b.estimate_s / b.sequences();
   };
+  std::array<std::size_t, std::size(kSchedules)> fit_by_schedule{};
+  std::size_t fit_balanced = 0;
   MemoryUse smallest;
   smallest.peak_bytes = std::numeric_limits<double>::infinity();
   std::size_t done_chains = 0;
@@ -454,6 +656,9 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
       for (auto i : sorted) set_key += topo.dcs[o.dcs[i].dc].name + "+";
     }
     for (auto i : chain_idx) chain.push_back(o.dcs[i].dc);
+    // Interleaved chunks wrap from the chain's last DC to its first.
+    const bool wraps = chain.size() < 2 || (topo.find_link(chain.back(), chain.front()) &&
+                                            topo.find_link(chain.front(), chain.back()));
     const int k = static_cast<int>(chain.size());
     for (int tp : tps) {
       std::vector<int> slots;
@@ -472,29 +677,55 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
           c.connections = scenario.connections;
           c.policy = scenario.policy;
           c.gpu_limit = n;
+          std::vector<double> speeds;
+          for (std::size_t i = 0; i < chain.size(); ++i)
+            speeds.insert(speeds.end(), static_cast<std::size_t>(c.stages[i]), est.speed(chain[i]));
+          if (std::adjacent_find(speeds.begin(), speeds.end(), std::not_equal_to<>()) == speeds.end())
+            speeds.resize(std::min<std::size_t>(speeds.size(), 1));  // one kind: a shorter key, the same split
+          const int sid = est.speeds_id(speeds);
           for (int mbs : kMicroBatchSizes) {
-            const int m = micro_batches_for(result.batch, dp, mbs);
-            if (m > kMaxMicroBatches) continue;
-            for (auto sched : kSchedules) {
-              ++result.space;
-              const auto& mem = est.memory(pp, tp, mbs, sched, m);
-              if (mem.peak_bytes < smallest.peak_bytes) smallest = mem;
-              if (!mem.fits()) continue;
-              ++result.fit;
-              c.micro_batch_size = mbs;
-              c.micro_batches = m;
-              c.schedule = sched;
-              c.memory_bytes = mem.peak_bytes;
-              c.estimate_s = est.estimate(c);
-              auto [it, fresh] = per_set.try_emplace({set_key, n}, c);
-              if (!fresh && worse(c, it->second)) it->second = c;
-              if (best.size() < o.fast_extra) {
-                best.push_back(c);
-                std::push_heap(best.begin(), best.end(), worse);
-              } else if (!best.empty() && worse(c, best.front())) {
-                std::pop_heap(best.begin(), best.end(), worse);
-                best.back() = c;
-                std::push_heap(best.begin(), best.end(), worse);
+            const int m0 = micro_batches_for(result.batch, dp, mbs);
+            const auto& even_work = est.work(pp, tp, mbs, even_layers[static_cast<std::size_t>(pp)]);
+            for (const auto& schedule_choice : kSchedules) {
+              const auto [sched, v] = schedule_choice;
+              int m = m0;
+              // One stage: every schedule runs its micro-batches one after another; 1F1B holds least.
+              if (pp == 1 && sched != Schedule::one_f_one_b) continue;
+              if (sched == Schedule::interleaved_1f1b) {
+                // Chunks wrap from the last stage to the first; micro-batches run in groups of pp.
+                if (pp < 2 || scenario.model.layers / pp < v || (k > 1 && !wraps)) continue;
+                m = (m0 + pp - 1) / pp * pp;
+              }
+              if (m > kMaxMicroBatches) continue;
+              const auto& even = even_layers[static_cast<std::size_t>(pp)];
+              const auto& bal = est.balanced(pp, tp, mbs, sched, v, m, sid);
+              for (bool balanced : {false, true}) {
+                if (balanced && bal.layers == even) continue;
+                ++result.space;
+                const auto& mem = est.memory(pp, tp, mbs, sched, v, m, balanced ? sid : -1);
+                if (mem.peak_bytes < smallest.peak_bytes) smallest = mem;
+                if (!mem.fits()) continue;
+                ++result.fit;
+                c.micro_batch_size = mbs;
+                c.micro_batches = m;
+                c.schedule = sched;
+                c.virtual_stages = v;
+                c.balanced = balanced;
+                ++fit_by_schedule[static_cast<std::size_t>(&schedule_choice - kSchedules)];
+                fit_balanced += balanced ? 1 : 0;
+                c.layers = balanced ? bal.layers : even;
+                c.memory_bytes = mem.peak_bytes;
+                c.estimate_s = est.estimate(c, balanced ? *bal.work : even_work);
+                auto [it, fresh] = per_set.try_emplace({set_key, n}, c);
+                if (!fresh && worse(c, it->second)) it->second = c;
+                if (best.size() < o.fast_extra) {
+                  best.push_back(c);
+                  std::push_heap(best.begin(), best.end(), worse);
+                } else if (!best.empty() && worse(c, best.front())) {
+                  std::pop_heap(best.begin(), best.end(), worse);
+                  best.back() = c;
+                  std::push_heap(best.begin(), best.end(), worse);
+                }
               }
             }
           }
@@ -503,6 +734,13 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
     }
     report("estimate", ++done_chains, chains.size(), nullptr);
   }
+  for (std::size_t i = 0; i < fit_by_schedule.size(); ++i) {
+    Candidate named;
+    named.schedule = kSchedules[i].schedule;
+    named.virtual_stages = kSchedules[i].virtual_stages;
+    result.fit_by_schedule[named.schedule_name()] = fit_by_schedule[i];
+  }
+  result.fit_by_split = {{"even", result.fit - fit_balanced}, {"balanced", fit_balanced}};
   if (result.fit == 0) {
     if (result.space == 0)
       throw PlanError(fmt::format("no split of {} on {} fits {} GPUs: every candidate needs more GPUs than the DCs "

@@ -6,6 +6,7 @@
 // scenario's recomputation and sequence-parallel settings), against an 80 GiB GPU (A100,
 // H100: what the shipped topologies' DCs have).
 #include <cstdint>
+#include <vector>
 
 #include "wanlab/workload/memory.hpp"
 #include "wanlab/workload/scenario.hpp"
@@ -23,9 +24,16 @@ struct MemoryUse {
 };
 
 /// Per GPU: `base` (model, memory settings) split as `par` with `schedule`, `micro_batches`
-/// of `micro_batch_size`, layers split evenly. Requires a valid split (1 <= pp <= layers,
-/// tp divides heads).
+/// of `micro_batch_size`, `layers` per stage (empty: split evenly) and `virtual_stages`
+/// model chunks per GPU. Requires a valid split (1 <= pp <= layers, tp divides heads; the
+/// schedule's own conditions, see workload::pipeline_steps).
 MemoryUse memory_use(const workload::Scenario& base, const workload::Parallelism& par, workload::Schedule schedule,
-                     int micro_batches, int micro_batch_size);
+                     int micro_batches, int micro_batch_size, const std::vector<int>& layers = {},
+                     int virtual_stages = 1);
+/// Every stage's figures of the same (workload::stage_memory).
+std::vector<workload::StageMemory> stage_memory_use(const workload::Scenario& base, const workload::Parallelism& par,
+                                                    workload::Schedule schedule, int micro_batches,
+                                                    int micro_batch_size, const std::vector<int>& layers = {},
+                                                    int virtual_stages = 1);
 
 }  // namespace wanlab::planner

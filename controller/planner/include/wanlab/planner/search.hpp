@@ -6,16 +6,19 @@
 // What a candidate is: a chain of DCs in pipeline order, each holding a run of consecutive
 // stages (every replica of a stage in the stage's DC, a replica's TP GPUs in one node), a
 // split PP x DP x TP, a micro-batch size and count, a schedule, TCP connections per WAN
-// peer and a bandwidth policy. Layers are split as evenly as the workload layer splits them
-// (workload::split_layers). The global batch (sequences per iteration) is held fixed, so
+// peer and a bandwidth policy. Layers are split evenly (workload::split_layers) or
+// balanced: stage by stage so that the stages' compute times are as equal as the memory
+// model lets them be (balanced_layers). Schedules: 1F1B, GPipe, ZB-H1 and interleaved
+// 1F1B with 2 or 4 model chunks per GPU. The global batch (sequences per iteration) is held fixed, so
 // candidates compare by iteration time: micro-batches = ceil(batch / (dp x micro-batch
 // size)), and tokens per second follow from what each candidate actually runs.
 //
 // How it searches, cheapest first:
-//   1. every candidate of the space (DC chains x pp x tp x micro-batch size x schedule,
-//      for each GPU count of the range, dp as large as the count and the chain's free GPUs
-//      allow) is checked by memory_use() and given a closed-form estimate: the pipeline's
-//      compute, (micro-batches + pp - 1) x the slowest stage's forward and backward, against
+//   1. every candidate of the space (DC chains x pp x tp x micro-batch size x schedule x
+//      layer split, for each GPU count of the range, dp as large as the count and the
+//      chain's free GPUs allow) is checked by memory_use() and given a closed-form
+//      estimate: the pipeline's compute, (micro-batches + bubble) x the slowest stage's
+//      forward and backward (bubble: pp - 1; (pp - 1) / v interleaved; (pp - 1) / 3 ZB-H1), against
 //      the busiest WAN boundary's bytes over its rate (or its connections' window / RTT),
 //      plus the one-way delays along the chain, plus an all-reduce over a shaped LAN;
 //   2. the simulator's fast model (SearchOptions::fast: max-min fair flows, no ACKs) runs,
@@ -30,6 +33,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -78,6 +82,9 @@ struct Candidate {
   int micro_batch_size = 1;
   int micro_batches = 1;
   workload::Schedule schedule = workload::Schedule::one_f_one_b;
+  int virtual_stages = 1;   // model chunks per GPU (interleaved-1f1b: 2 or more)
+  std::vector<int> layers;  // layers per stage (pp entries)
+  bool balanced = false;    // layers from balanced_layers(), else the even split (workload::split_layers)
   int connections = 1;
   std::string policy = "fair";
   bool greedy = false;  // Atlas's greedy rule on these DCs
@@ -101,8 +108,15 @@ struct Candidate {
   double tokens_per_s() const { return tokens / predicted_s(); }
   /// "use+usw": the DC set in chain order.
   std::string dc_set(const core::Topology& topo) const;
-  /// e.g. "use+usw pp5 dp32 tp8, 16x1 mb, 1f1b, fair x4".
+  /// "even" or "balanced".
+  std::string split_name() const { return balanced ? "balanced" : "even"; }
+  /// The layers per stage, runs of equal counts shortened: "17+16x3+15".
+  std::string layers_text() const;
+  /// e.g. "use+usw (stages use 3, usw 2), pp 5 dp 32 tp 8, layers 17+16x3+15 balanced,
+  /// 16 x 1 micro-batches, interleaved-1f1b v2, fair x4".
   std::string describe(const core::Topology& topo) const;
+  /// The schedule as printed: "1f1b", "zb-h1", "interleaved-1f1b v2".
+  std::string schedule_name() const;
 };
 
 struct Progress {
@@ -140,6 +154,8 @@ struct SearchResult {
   std::vector<Candidate> greedy;    // Atlas's greedy rule per GPU count (that it can place)
   std::size_t space = 0;            // candidates enumerated
   std::size_t fit = 0;              // of those, within memory
+  std::map<std::string, std::size_t> fit_by_schedule;  // within memory, by Candidate::schedule_name()
+  std::map<std::string, std::size_t> fit_by_split;     // within memory, "even" or "balanced"
   long batch = 0;                   // sequences per iteration
   bool budget_ran_out = false;
   double elapsed_s = 0;
@@ -149,6 +165,16 @@ struct SearchResult {
 /// split needs), no DC to use, a GPU range no candidate fits, or a budget that ran out
 /// before one candidate was predicted.
 SearchResult search(const workload::Scenario& scenario, const core::Topology& topo, const SearchOptions& options);
+
+/// Layers per stage that balance the stages' compute times: one layer at a time to the stage
+/// whose forward and backward per micro-batch would end soonest (its FLOPs over
+/// `stage_flops`, the effective FLOP/s of the stage's GPUs), among the stages whose memory
+/// (linear in its layers, from memory_use's stage figures at the even split) stays within
+/// kGpuMemoryBytes; when none does, to the one that stays lowest. Every stage gets a
+/// layer; the LM head's and embedding's work counts. `base` gives the model, memory
+/// settings, split (pp, tp), schedule, virtual stages, micro-batches and their size.
+/// Requires model.layers >= pp (x virtual stages).
+std::vector<int> balanced_layers(const workload::Scenario& base, const std::vector<double>& stage_flops);
 
 /// The topology a candidate runs on: the original, each DC with at least the nodes the
 /// candidate uses there (ceil(GPUs / gpus_per_node)).
