@@ -54,11 +54,12 @@ json scenario_doc(const fs::path& programs) {
 
 // Two workers: 0 computes, sends 1000 bytes to 1 (tag 0); 1 receives them and computes.
 json two_programs() {
-  return {{"programs",
-           {{{"worker", 0},
-             {"ops", {{{"kind", "forward"}, {"flops", 1e12}}, {{"kind", "send"}, {"peer", 1}, {"bytes", 1000}, {"tag", 0}}}}}},
-            {{"worker", 1},
-             {"ops", {{{"kind", "recv"}, {"peer", 0}, {"bytes", 1000}, {"tag", 0}}, {{"kind", "forward"}, {"flops", 1e12}}}}}}}}};
+  const json fwd = {{"kind", "forward"}, {"flops", 1e12}};
+  const json send_op = {{"kind", "send"}, {"peer", 1}, {"bytes", 1000}, {"tag", 0}};
+  const json recv_op = {{"kind", "recv"}, {"peer", 0}, {"bytes", 1000}, {"tag", 0}};
+  json p0 = {{"worker", 0}, {"ops", json::array({fwd, send_op})}};
+  json p1 = {{"worker", 1}, {"ops", json::array({recv_op, fwd})}};
+  return {{"programs", json::array({p0, p1})}};
 }
 
 }  // namespace
@@ -174,7 +175,10 @@ TEST_CASE("programs: a malformed programs file or scenario is one error with the
         "s.json: /parallelism: pp 1, dp 2, tp 1: the programs are 2 workers, replayed as pp 2, dp 1, tp 1; leave "
         "parallelism out");
   json many = {{"programs", json::array()}};
-  for (int w = 0; w < 40; ++w) many["programs"].push_back({{"worker", w}, {"ops", {{{"kind", "forward"}, {"flops", 1}}}}}});
+  for (int w = 0; w < 40; ++w) {
+    json op = {{"kind", "forward"}, {"flops", 1}};
+    many["programs"].push_back({{"worker", w}, {"ops", json::array({op})}});
+  }
   CHECK(error(many) == fmt::format("s.json: /programs: {}: 40 workers, but topology two-dc has 32 GPUs", f));
   CHECK(error(two_programs(), {{"placement", {{"use"}, {"mars"}}}}).find("s.json: /placement/1/0: unknown DC \"mars\"") !=
         std::string::npos);
