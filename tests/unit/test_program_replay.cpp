@@ -9,6 +9,7 @@
 #include "temp_dir.hpp"
 #include "wanlab/evidence/card.hpp"
 #include "wanlab/evidence/trace_import.hpp"
+#include "wanlab/sim/rescale.hpp"
 #include "wanlab/sim/simulator.hpp"
 #include "wanlab/workload/gpu.hpp"
 #include "wanlab/workload/metrics.hpp"
@@ -197,4 +198,23 @@ TEST_CASE("import: a trace that is not JSON is one error with the file, byte, li
   CHECK(e.starts_with(f.string() + ": byte "));
   CHECK(e.find(": not JSON: ") != std::string::npos);
   CHECK(e.find("line 3, column ") != std::string::npos);
+}
+
+TEST_CASE("programs: an imported job keeps its worker count (simulate --gpus refuses it)", "[evidence][programs]") {
+  const test::TempDir tmp("programs-gpus");
+  const auto file = tmp.write("p.json", two_programs().dump());
+  auto s = workload::parse_scenario(scenario_doc(file), "s.json", tmp.path());
+  const auto topo = core::load_topology(s.topology_path);
+  std::string e;
+  try {
+    (void)sim::rescale_gpus(s, topo, 4);
+  } catch (const std::invalid_argument& x) {
+    e = x.what();
+  }
+  CHECK(e == fmt::format("the scenario replays the 2 workers of {} (`programs`): an imported job keeps its own worker "
+                         "count",
+                         file.string()));
+  s.parallelism.dp = 2;  // as a rescale would leave it
+  CHECK(config_error([&] { (void)workload::build_plan(s, topo); }) ==
+        "s.json: /parallelism: pp 2, dp 2, tp 1: the programs are 2 workers, replayed as pp 2, dp 1, tp 1");
 }
