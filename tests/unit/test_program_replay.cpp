@@ -9,6 +9,7 @@
 #include "temp_dir.hpp"
 #include "wanlab/evidence/card.hpp"
 #include "wanlab/evidence/trace_import.hpp"
+#include "wanlab/sim/rescale.hpp"
 #include "wanlab/sim/simulator.hpp"
 #include "wanlab/workload/gpu.hpp"
 #include "wanlab/workload/metrics.hpp"
@@ -54,11 +55,12 @@ json scenario_doc(const fs::path& programs) {
 
 // Two workers: 0 computes, sends 1000 bytes to 1 (tag 0); 1 receives them and computes.
 json two_programs() {
-  return {{"programs",
-           {{{"worker", 0},
-             {"ops", {{{"kind", "forward"}, {"flops", 1e12}}, {{"kind", "send"}, {"peer", 1}, {"bytes", 1000}, {"tag", 0}}}}}},
-            {{"worker", 1},
-             {"ops", {{{"kind", "recv"}, {"peer", 0}, {"bytes", 1000}, {"tag", 0}}, {{"kind", "forward"}, {"flops", 1e12}}}}}}}}};
+  const json fwd = {{"kind", "forward"}, {"flops", 1e12}};
+  const json send_op = {{"kind", "send"}, {"peer", 1}, {"bytes", 1000}, {"tag", 0}};
+  const json recv_op = {{"kind", "recv"}, {"peer", 0}, {"bytes", 1000}, {"tag", 0}};
+  json p0 = {{"worker", 0}, {"ops", json::array({fwd, send_op})}};
+  json p1 = {{"worker", 1}, {"ops", json::array({recv_op, fwd})}};
+  return {{"programs", json::array({p0, p1})}};
 }
 
 }  // namespace
@@ -174,7 +176,10 @@ TEST_CASE("programs: a malformed programs file or scenario is one error with the
         "s.json: /parallelism: pp 1, dp 2, tp 1: the programs are 2 workers, replayed as pp 2, dp 1, tp 1; leave "
         "parallelism out");
   json many = {{"programs", json::array()}};
-  for (int w = 0; w < 40; ++w) many["programs"].push_back({{"worker", w}, {"ops", {{{"kind", "forward"}, {"flops", 1}}}}}});
+  for (int w = 0; w < 40; ++w) {
+    json op = {{"kind", "forward"}, {"flops", 1}};
+    many["programs"].push_back({{"worker", w}, {"ops", json::array({op})}});
+  }
   CHECK(error(many) == fmt::format("s.json: /programs: {}: 40 workers, but topology two-dc has 32 GPUs", f));
   CHECK(error(two_programs(), {{"placement", {{"use"}, {"mars"}}}}).find("s.json: /placement/1/0: unknown DC \"mars\"") !=
         std::string::npos);
@@ -193,4 +198,23 @@ TEST_CASE("import: a trace that is not JSON is one error with the file, byte, li
   CHECK(e.starts_with(f.string() + ": byte "));
   CHECK(e.find(": not JSON: ") != std::string::npos);
   CHECK(e.find("line 3, column ") != std::string::npos);
+}
+
+TEST_CASE("programs: an imported job keeps its worker count (simulate --gpus refuses it)", "[evidence][programs]") {
+  const test::TempDir tmp("programs-gpus");
+  const auto file = tmp.write("p.json", two_programs().dump());
+  auto s = workload::parse_scenario(scenario_doc(file), "s.json", tmp.path());
+  const auto topo = core::load_topology(s.topology_path);
+  std::string e;
+  try {
+    (void)sim::rescale_gpus(s, topo, 4);
+  } catch (const std::invalid_argument& x) {
+    e = x.what();
+  }
+  CHECK(e == fmt::format("the scenario replays the 2 workers of {} (`programs`): an imported job keeps its own worker "
+                         "count",
+                         file.string()));
+  s.parallelism.dp = 2;  // as a rescale would leave it
+  CHECK(config_error([&] { (void)workload::build_plan(s, topo); }) ==
+        "s.json: /parallelism: pp 2, dp 2, tp 1: the programs are 2 workers, replayed as pp 2, dp 1, tp 1");
 }

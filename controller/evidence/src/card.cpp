@@ -111,6 +111,8 @@ json make_card(const CardInputs& in) {
   if (in.plan) {
     const auto& s = in.plan->scenario;
     c["scenario"] = {{"name", s.name}, {"file", s.source_file}};
+    // Replayed programs (an imported job): the file they came from; the model is then unused.
+    if (!s.programs_file.empty()) c["scenario"]["programs"] = s.programs_file.string();
     const auto& m = s.model;
     c["model"] = {{"preset", m.preset.empty() ? std::string("custom") : m.preset},
                   {"layers", m.layers},
@@ -138,7 +140,10 @@ json make_card(const CardInputs& in) {
           if (w.stage == st && w.dp_rank == d && w.tp_rank == 0) dcs.push_back(in.plan->topology.dcs.at(w.dc).name);
       placement.push_back({{"stage", st}, {"dcs", std::move(dcs)}});
     }
-    c["placement"] = {{"rule", s.placement.empty() ? "atlas" : "scenario"}, {"stages", std::move(placement)}};
+    const char* rule = !s.placement.empty() ? "scenario"
+                       : s.programs.empty() ? "atlas"
+                                            : "programs: worker r in DC r mod the DC count";
+    c["placement"] = {{"rule", rule}, {"stages", std::move(placement)}};
   }
   json gpus = json::array();
   if (in.topology)

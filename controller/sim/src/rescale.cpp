@@ -8,6 +8,10 @@ Rescaled rescale_gpus(const workload::Scenario& scenario, const core::Topology& 
   const auto& par = scenario.parallelism;
   const long per_replica = static_cast<long>(par.pp) * par.tp;
   if (gpus < 1) throw std::invalid_argument(fmt::format("{} GPUs: give a positive number", gpus));
+  if (!scenario.programs.empty())
+    throw std::invalid_argument(fmt::format("the scenario replays the {} workers of {} (`programs`): an imported job "
+                                            "keeps its own worker count",
+                                            scenario.programs.size(), scenario.programs_file.string()));
   if (gpus % per_replica != 0) {
     const long below = gpus / per_replica * per_replica;
     throw std::invalid_argument(fmt::format(

@@ -203,6 +203,11 @@ std::vector<WorkerPlacement> place_programs(const Scenario& scenario, const core
   int gpus = 0;
   for (const auto& dc : topo.dcs) gpus += dc.nodes * dc.gpus_per_node;
   core::Diagnostics d(scenario.source_file);
+  if (scenario.parallelism != Parallelism{n, 1, 1}) {
+    d.add("/parallelism", fmt::format("pp {}, dp {}, tp {}: the programs are {} workers, replayed as pp {}, dp 1, tp 1",
+                                      scenario.parallelism.pp, scenario.parallelism.dp, scenario.parallelism.tp, n, n));
+    d.throw_if_any();
+  }
   if (n > gpus || topo.dcs.empty()) {
     d.add("/programs", fmt::format("{}: {} workers, but topology {} has {} GPUs", scenario.programs_file.string(), n,
                                    topo.name, gpus));

@@ -110,6 +110,7 @@ class ScenarioParser {
       if (auto desc = as_string(*v, "/description", "a string", d_)) s_.description = *desc;
     topology(find(doc, "topology"));
     const json* programs_doc = find(doc, "programs");
+    programs_given_ = programs_doc != nullptr;
     if (programs_doc) programs(*programs_doc);
     if (!programs_doc || find(doc, "model"))
       model(find(doc, "model"), "/model", s_.model, model_);
@@ -339,7 +340,7 @@ class ScenarioParser {
                       : *sched == "1f1b"             ? Schedule::one_f_one_b
                       : *sched == "interleaved-1f1b" ? Schedule::interleaved_1f1b
                                                      : Schedule::zb_h1;
-    } else {
+    } else if (!programs_given_) {  // replayed programs carry their own schedule
       d_.add("/schedule", "missing: give the pipeline schedule, \"gpipe\", \"1f1b\", \"interleaved-1f1b\" or \"zb-h1\"");
     }
     if (find(doc, "virtual_stages") != nullptr) {
@@ -350,6 +351,7 @@ class ScenarioParser {
     read_int(doc, "", "micro_batch_size", 1, kMaxMicroBatchSize, "", s_.micro_batch_size, d_);
     const auto required = [&](std::string_view key, std::int64_t hi, int& out, std::string_view what) {
       if (find(doc, key) == nullptr) {
+        if (programs_given_ && key == "micro_batches") return true;  // the programs' own
         d_.add(child("", key), fmt::format("missing: give {}", what));
         return false;
       }
@@ -746,6 +748,7 @@ class ScenarioParser {
   core::Diagnostics& d_;
   ModelFields model_;
   bool parallel_ok_ = true;
+  bool programs_given_ = false;  // a `programs` file replaces the model's programs
   bool layers_ok_ = true;
   bool virtual_ok_ = true;
   bool micro_batches_ok_ = true;
