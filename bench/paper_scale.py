@@ -9,9 +9,9 @@ scale 1), runs `wanlab simulate --gpus stages x 64 x 8 --policies fair,atlas --l
 One stage per DC where that plan fits in GPU memory by wanlab's model (`wanlab memory`,
 docs/workloads.md), the model run and simulate refuse plans by: else the smallest number
 of whole stages per DC that fits (without recomputation if possible, else with
-`memory.recompute`), the stages in DC order. 70B on two DCs (pp 2, 40 layers and 16
-micro-batches' activations per GPU) needs more than an H100's 80 GiB: it runs as pp 4, two
-stages per DC. The pp x dp x tp column says which plan ran.
+`memory.recompute`), the stages in DC order. 70B on two DCs (pp 2) needs 86.7 GiB per GPU
+on stage 0 without recomputation, more than an H100's 80 GiB: it runs with recomputation,
+still one stage per DC (`rc` in the pp x dp x tp column, which says which plan ran).
 
   bench/paper_scale.py [--wanlab build/controller/wanlab] [--out DIR] [--bubbletea]
 
@@ -31,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPOLOGIES = {"two-dc": ["use", "euw"], "three-dc": ["use", "usw", "euw"],
               "five-dc-global": ["use", "usw", "euw", "apne", "apse"]}
 REPLICAS = 64
+LAYERS = {"7b": 32, "70b": 80}  # the presets' layers
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("--wanlab", default=os.path.join(ROOT, "build", "controller", "wanlab"))
@@ -76,6 +77,8 @@ def feasible_plan(model, topo, dcs):
     16), each without recomputation, then with it. Exits where none does."""
     cands, files = [], []
     for per_dc in range(1, 17):
+        if per_dc * len(dcs) > LAYERS[model]:  # every stage needs a layer
+            break
         for recompute in (False, True):
             s = plan_scenario(model, topo, dcs, per_dc, recompute)
             f = os.path.join(args.out, "plans", f"{model}-{topo}-{per_dc}-{int(recompute)}.json")
@@ -98,8 +101,8 @@ for model in ["7b", "70b"]:
         scenario, mem = feasible_plan(model, topo, dcs)
         pp = scenario["parallelism"]["pp"]
         name = scenario["name"]
-        if pp != len(dcs):
-            print(f"<!-- {model} on {topo}: one stage per DC does not fit in GPU memory; pp {pp} "
+        if pp != len(dcs) or mem["recompute"]:
+            print(f"<!-- {model} on {topo}: one stage per DC without recomputation does not fit in GPU memory; pp {pp} "
                   f"({mem['needed_gib']:.1f} GiB of {mem['available_gib']:.0f} on stage {mem['stage']})"
                   f"{', with recomputation' if mem['recompute'] else ''} -->", flush=True)
         gpus = pp * REPLICAS * 8
