@@ -380,15 +380,19 @@ def profile_lines(run):
         kind = "BubbleTea (atlas + fair, prefill, 2 feedback rounds)" if p["scenario"].endswith("-bubbletea") else \
             "coarse model, training only (atlas + fair)" if p["scenario"].endswith("-coarse") else \
             "training (fair, atlas, stock, stock-flat, varuna)"
-        k = kinds.setdefault(kind, {"n": 0, "cpu": 0.0, "wall": 0.0, "top": (0.0, "")})
+        k = kinds.setdefault(kind, {"n": 0, "cpu": 0.0, "wall": 0.0, "top": (0.0, ""), "reused": 0})
         k["n"] += 1
+        k["reused"] += 1 if p["reused"] else 0
         k["cpu"] += p["cpu_s"]
         k["wall"] += p["wall_s"]
         k["top"] = max(k["top"], (p["cpu_s"], f"{p['folder']} ({p['gpus']} GPUs)"))
-    lines = ["| simulate processes | count | CPU s | wall s (summed over the jobs) | most CPU |",
-             "| --- | ---: | ---: | ---: | --- |"]
+    lines = ["| simulate processes | count | read back (--reuse) | CPU s | wall s (summed over the jobs) | most CPU |",
+             "| --- | ---: | ---: | ---: | ---: | --- |"]
     for kind, k in sorted(kinds.items(), key=lambda kv: -kv[1]["cpu"]):
-        lines.append(f"| {kind} | {k['n']} | {k['cpu']:.1f} | {k['wall']:.0f} | {k['top'][1]}: {k['top'][0]:.1f} s |")
+        top = f"{k['top'][1]}: {k['top'][0]:.1f} s" if k["top"][0] > 0 else "-"
+        lines.append(f"| {kind} | {k['n']} | {k['reused']} | {k['cpu']:.1f} | {k['wall']:.0f} | {top} |")
+    if any(k["reused"] for k in kinds.values()):
+        lines += ["", "Simulations read back cost nothing here: their CPU time is that of the run that made them."]
     return lines
 
 
