@@ -6,6 +6,13 @@ scenario with one pipeline stage per DC (TP 8, 1F1B, 16 micro-batches, 4 connect
 scale 1), runs `wanlab simulate --gpus stages x 64 x 8 --policies fair,atlas --lan-rate
 3.2Tbit` on it and prints one markdown row per scenario.
 
+One stage per DC where that plan fits in GPU memory by wanlab's model (`wanlab memory`,
+docs/workloads.md), the model run and simulate refuse plans by: else the smallest number
+of whole stages per DC that fits (without recomputation if possible, else with
+`memory.recompute`), the stages in DC order. 70B on two DCs (pp 2) needs 86.7 GiB per GPU
+on stage 0 without recomputation, more than an H100's 80 GiB: it runs with recomputation,
+still one stage per DC (`rc` in the pp x dp x tp column, which says which plan ran).
+
   bench/paper_scale.py [--wanlab build/controller/wanlab] [--out DIR] [--bubbletea]
 
 --bubbletea prints the BubbleTea table instead: the same scenarios under fair with 4
@@ -24,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPOLOGIES = {"two-dc": ["use", "euw"], "three-dc": ["use", "usw", "euw"],
               "five-dc-global": ["use", "usw", "euw", "apne", "apse"]}
 REPLICAS = 64
+LAYERS = {"7b": 32, "70b": 80}  # the presets' layers
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("--wanlab", default=os.path.join(ROOT, "build", "controller", "wanlab"))
@@ -40,15 +48,63 @@ else:
     print("| model | topology | GPUs | pp x dp x tp | fair (s/iter) | atlas (s/iter) | atlas speedup | "
           "GPU util. fair (%) | atlas (%) | wall (s) |")
     print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+
+
+def plan_scenario(model, topo, dcs, per_dc, recompute):
+    """The scenario with per_dc whole stages in each DC, on a copy of the shipped topology
+    with per_dc 8-GPU nodes per DC (--gpus grows them by the replicas), its WAN as shipped."""
+    with open(os.path.join(ROOT, "topologies", topo + ".json")) as f:
+        t = json.load(f)
+    for dc in t["dcs"]:
+        dc["nodes"] = max(dc["nodes"], per_dc)
+    tfile = os.path.join(args.out, f"{topo}-{per_dc}-per-dc.json")
+    with open(tfile, "w") as f:
+        json.dump(t, f, indent=1)
+    stages = [dc for dc in dcs for _ in range(per_dc)]
+    name = f"paper-{model}-{topo}"
+    s = {"name": name, "topology": tfile if per_dc > 1 else os.path.join(ROOT, "topologies", topo + ".json"),
+         "model": model, "gpu": {"mfu": 0.4}, "parallelism": {"pp": len(stages), "dp": 1, "tp": 8},
+         "schedule": "1f1b", "micro_batch_size": 1, "micro_batches": 16, "iterations": 3, "warmup": 1,
+         "connections": 4, "policy": "fair", "compute": "modeled", "scale": 1, "seed": 1,
+         "placement": [[dc] for dc in stages]}
+    if recompute:
+        s["memory"] = {"recompute": True}
+    return s
+
+
+def feasible_plan(model, topo, dcs):
+    """The first plan that fits by `wanlab memory`: one stage per DC, then 2, 3... (at most
+    16), each without recomputation, then with it. Exits where none does."""
+    cands, files = [], []
+    for per_dc in range(1, 17):
+        if per_dc * len(dcs) > LAYERS[model]:  # every stage needs a layer
+            break
+        for recompute in (False, True):
+            s = plan_scenario(model, topo, dcs, per_dc, recompute)
+            f = os.path.join(args.out, "plans", f"{model}-{topo}-{per_dc}-{int(recompute)}.json")
+            os.makedirs(os.path.dirname(f), exist_ok=True)
+            with open(f, "w") as fh:
+                json.dump(s, fh, indent=2)
+            cands.append(s)
+            files.append(f)
+    r = subprocess.run([args.wanlab, "memory", "--json"] + files, capture_output=True, text=True)
+    if r.returncode not in (0, 1):
+        sys.exit(f"wanlab memory failed ({r.returncode}): {r.stderr.strip()}")
+    for s, m in zip(cands, json.loads(r.stdout)):
+        if m["fits"]:
+            return s, m
+    sys.exit(f"{model} on {topo}: no plan of up to 16 stages per DC fits in GPU memory (`wanlab memory`)")
+
+
 for model in ["7b", "70b"]:
     for topo, dcs in TOPOLOGIES.items():
-        pp = len(dcs)
-        name = f"paper-{model}-{topo}"
-        scenario = {"name": name, "topology": os.path.join(ROOT, "topologies", topo + ".json"), "model": model,
-                    "gpu": {"mfu": 0.4}, "parallelism": {"pp": pp, "dp": 1, "tp": 8}, "schedule": "1f1b",
-                    "micro_batch_size": 1, "micro_batches": 16, "iterations": 3, "warmup": 1, "connections": 4,
-                    "policy": "fair", "compute": "modeled", "scale": 1, "seed": 1,
-                    "placement": [[dc] for dc in dcs]}
+        scenario, mem = feasible_plan(model, topo, dcs)
+        pp = scenario["parallelism"]["pp"]
+        name = scenario["name"]
+        if pp != len(dcs) or mem["recompute"]:
+            print(f"<!-- {model} on {topo}: one stage per DC without recomputation does not fit in GPU memory; pp {pp} "
+                  f"({mem['needed_gib']:.1f} GiB of {mem['available_gib']:.0f} on stage {mem['stage']})"
+                  f"{', with recomputation' if mem['recompute'] else ''} -->", flush=True)
         gpus = pp * REPLICAS * 8
         if args.bubbletea:
             name += "-bubbletea"
@@ -75,7 +131,7 @@ for model in ["7b", "70b"]:
             fair = s["fair-k4"]
             p = fair["prefill"]
             training = 1 - fair["bubble_fraction"]
-            print(f"| {model} | {topo} ({pp} DCs) | {gpus} | {fair['iteration_time_s']['mean']:.2f} | "
+            print(f"| {model} | {topo} ({len(dcs)} DCs) | {gpus} | {fair['iteration_time_s']['mean']:.2f} | "
                   f"{100 * training:.1f} | {100 * fair['gpu_utilization']['mean']:.1f} | {p['requests']} | "
                   f"{100 * p['completed'] / max(p['requests'], 1):.1f} | {p['ttft_s']['p50']:.2f} / {p['ttft_s']['p99']:.2f} | "
                   f"{p['preemptions']} | {1000 * p['training_wait_s_per_iteration']['mean']:.1f} | "
@@ -84,5 +140,5 @@ for model in ["7b", "70b"]:
         fair, atlas = s["fair-k4"], s["atlas-k4"]
         tf, ta = fair["iteration_time_s"]["mean"], atlas["iteration_time_s"]["mean"]
         wall = max(v["summary"]["simulation"]["wall_s"] for v in bench["variants"])
-        print(f"| {model} | {topo} ({pp} DCs) | {gpus} | {pp} x {REPLICAS} x 8 | {tf:.2f} | {ta:.2f} | {tf / ta:.2f}x | "
+        print(f"| {model} | {topo} ({len(dcs)} DCs) | {gpus} | {pp} x {REPLICAS} x 8{' rc' if mem['recompute'] else ''} | {tf:.2f} | {ta:.2f} | {tf / ta:.2f}x | "
               f"{100 * fair['gpu_utilization']['mean']:.1f} | {100 * atlas['gpu_utilization']['mean']:.1f} | {wall:.2f} |")

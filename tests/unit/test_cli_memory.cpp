@@ -62,9 +62,12 @@ TEST_CASE("memory command: the figures are the workload model's, per stage and f
   }
   CHECK(j["needed_gib"].get<double>() == Approx(most));
   CHECK(j["needed_gib"].get<double>() > 80);
-  // The same model on four stages fits (what paper_scale.py runs instead).
+  // The same model fits on four stages, or on two with recomputation (what paper_scale.py runs).
   const auto four = parse_scenario(two_dc("70b", 4), "m.json", kSource);
   CHECK(cli::memory_report(four, topo)["fits"].get<bool>());
+  auto rc_doc = two_dc("70b", 2);
+  rc_doc["memory"] = {{"recompute", true}};
+  CHECK(cli::memory_report(parse_scenario(rc_doc, "m.json", kSource), topo)["fits"].get<bool>());
   // Varuna's plan of a 7B scenario: GPipe with recomputation, as simulate runs it.
   const auto v = baseline_scenario(kVaruna, parse_scenario(two_dc("7b", 2), "m.json", kSource), topo);
   const auto vj = cli::memory_report(v, topo);

@@ -305,7 +305,8 @@ TEST_CASE("memory: one recompute switch; the top-level field is read into it, de
                      {"model", {{"preset", "7b"}}},
                      {"parallelism", {{"pp", 4}, {"dp", 1}, {"tp", 1}}},
                      {"schedule", "gpipe"},
-                     {"micro_batches", 8}};
+                     {"micro_batches", 8},
+                     {"iterations", 2}};
   const auto plain = parse_scenario(doc, "r.json", kSource + "/topologies");
   CHECK_FALSE(plain.memory.recompute);
   CHECK(plain.warnings.empty());
