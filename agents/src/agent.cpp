@@ -14,6 +14,7 @@
 #include "prefill.hpp"
 #include "wanlab/common/version.hpp"
 #include "wanlab/gpu/gpu_compute.hpp"
+#include "wanlab/common/ring.hpp"
 
 namespace wanlab::agent {
 namespace {
@@ -384,12 +385,10 @@ void Agent::handle(const nlohmann::json& m) {
           if (op.kind == program::OpKind::send) sends.insert({p.worker, op.peer});
           if (op.kind == program::OpKind::recv) recvs.insert({op.peer, p.worker});
           if (op.kind == program::OpKind::allreduce && op.ring.size() > 1) {
-            const auto n = op.ring.size();
-            for (std::size_t i = 0; i < n; ++i)
-              if (op.ring[i] == p.worker) {
-                sends.insert({p.worker, op.ring[(i + 1) % n]});
-                recvs.insert({op.ring[(i + n - 1) % n], p.worker});
-              }
+            if (const auto around = program::ring_neighbours(op.ring, p.worker)) {
+              sends.insert({p.worker, around->next});
+              recvs.insert({around->prev, p.worker});
+            }
           }
         }
       }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "prefill.hpp"
+#include "wanlab/common/ring.hpp"
 
 namespace wanlab::agent {
 
@@ -120,12 +121,10 @@ void Worker::run(const std::atomic<bool>& abort) {
         case OpKind::allreduce: {
           const auto n = static_cast<int>(op.ring.size());
           if (n <= 1) break;
-          int pos = -1;
-          for (int r = 0; r < n; ++r)
-            if (op.ring[static_cast<std::size_t>(r)] == me) pos = r;
-          if (pos < 0) throw std::runtime_error(fmt::format("worker {}: not in its all-reduce ring", me));
-          const int next = op.ring[static_cast<std::size_t>((pos + 1) % n)];
-          const int prev = op.ring[static_cast<std::size_t>((pos + n - 1) % n)];
+          const auto around = program::ring_neighbours(op.ring, me);
+          if (!around) throw std::runtime_error(fmt::format("worker {}: not in its all-reduce ring", me));
+          const int next = around->next;
+          const int prev = around->prev;
           const std::uint64_t chunk = op.bytes / static_cast<std::uint64_t>(n);
           const auto t0 = Clock::now();
           if (share) share->training_idle(expected_end(i, t0));

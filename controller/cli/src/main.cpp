@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
                         "Executors without a lab (simulate, ns3): grow the scenario to N GPUs as `wanlab simulate "
                         "--gpus` does");
   bench_cmd->add_option("--repeat", bench.repeat,
-                        "Lab runs per variant (default 1), in rounds that run every variant once (in the listed order in odd "
+                        "Runs per variant (default 1; --mode simulate: the simulator's), in rounds that run every variant once (in the listed order in odd "
                         "rounds, reversed in even ones, so a steady drift of the machine cancels out of paired figures over "
                         "an even number of rounds): bench.md adds each "
                         "variant's mean, standard deviation and 95 % confidence interval over the runs, and speedups "
@@ -247,6 +247,10 @@ int main(int argc, char** argv) {
                       "(docs/baselines.md)");
   sim_cmd->add_option("--out", simulate.out, "Results folder (default: sim-results/SCENARIO-YYYYMMDD-HHMMSS)");
   add_sim_flags(sim_cmd, simulate.sim);
+  sim_cmd->add_option("--repeat", simulate.repeat,
+                      "Runs per variant (default 1), in rounds, as bench's --repeat: run R in NAME-runR, bench.json's "
+                      "per-run figures and their spread (the simulator is deterministic: the rounds agree)")
+      ->check(CLI::Range(1, 100));
   sim_cmd->add_flag("--quiet", simulate.quiet, "Fewer lines");
   sim_cmd->footer(
       "What is modeled (docs/simulator.md): compute from the scenario's FLOP model; each WAN message\n"

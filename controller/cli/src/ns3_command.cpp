@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "bench_runner.hpp"
 #include "run_support.hpp"
 #include "wanlab/arbiter/arbiter.hpp"
 #include "wanlab/common/version.hpp"
@@ -14,6 +15,7 @@
 #include "wanlab/workload/plan.hpp"
 #ifdef WANLAB_HAVE_NS3
 #include "wanlab/ns3ref/reference.hpp"
+#include "wanlab/sim/windows_csv.hpp"
 #endif
 
 namespace wanlab::cli {
@@ -33,23 +35,107 @@ std::optional<std::string> ns3_unavailable() {
 #ifdef WANLAB_HAVE_NS3
 namespace {
 
-std::string windows_csv(const core::Topology& topo, const sim::SimResult& r) {
-  const auto s = [](arbiter::Nanos t) {
-    return t < 0 ? std::string{} : fmt::format("{:.6f}", static_cast<double>(t) / 1e9);
-  };
-  std::string csv =
-      "src,dst,transfer,iteration,pipeline,src_stage,dst_stage,kind,microbatch,bytes,ready_s,planned_start_s,"
-      "planned_end_s,granted_s,closed_s,wire_first_s,wire_last_s,revoked\n";
-  for (const auto& w : r.windows) {
-    const auto wire = w.id < r.wire.size() && !w.revoked ? r.wire[w.id] : sim::SimResult::Wire{};
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", topo.dcs.at(w.spec.link.src).name,
-                       topo.dcs.at(w.spec.link.dst).name, w.id, w.spec.iteration, w.spec.pipeline, w.spec.src_stage,
-                       w.spec.dst_stage, arbiter::to_string(w.spec.kind), w.spec.microbatch, w.spec.bytes, s(w.ready),
-                       s(w.start), s(w.planned_end), s(w.start), s(w.end), s(wire.first), s(wire.last),
-                       w.revoked ? 1 : 0);
+// The ns-3 reference as the bench runner's executor: each variant one packet-level run.
+class Ns3Executor final : public BenchExecutor {
+ public:
+  Ns3Executor(const std::string& scenario_file, const core::Topology& topo, const workload::Scenario& scenario,
+              double compute_jitter)
+      : scenario_file_(scenario_file), topo_(topo), scenario_(scenario), compute_jitter_(compute_jitter) {}
+
+  std::string failed() const override { return "not run in ns-3"; }
+  bool twins() const override { return false; }  // the reference lacks prefill
+
+  VariantOutcome run(const bench::Variant& v, const workload::Scenario& base, const fs::path& folder,
+                     const std::string& tag) override {
+    workload::Scenario scen = base;
+    scen.policy = v.policy;
+    scen.connections = v.connections;
+    try {
+      return finished_run(simulate(v, scen, folder, tag));
+    } catch (const std::exception& e) {
+      return failed_run(e.what());
+    }
   }
-  return csv;
-}
+
+  void describe(json& result) const override {
+    result["backend"] = "ns3";
+    result["gpus"] = scenario_.parallelism.gpus();
+  }
+
+ private:
+  json simulate(const bench::Variant& v, const workload::Scenario& scen, const fs::path& folder,
+                const std::string& tag) const {
+    const auto plan = workload::build_plan(scen, topo_);
+    if (const auto why = ns3ref::unsupported(plan)) throw std::invalid_argument(*why);
+    ns3ref::Options options;
+    options.compute_jitter = compute_jitter_;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto res = ns3ref::run(plan, options);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto& r = res.run;
+    const std::int64_t end_ns = r.end_ns();
+    std::vector<run::LinkSample> samples;
+    for (std::size_t l = 0; l < r.wan.size(); ++l)
+      samples.push_back({static_cast<double>(end_ns) / 1e9, r.wan[l].src, r.wan[l].dst,
+                         static_cast<std::uint64_t>(std::llround(r.wan[l].wire_bytes)),
+                         static_cast<std::uint64_t>(std::llround(r.wan[l].payload_bytes)), res.queues[l].drops, 0});
+    run::RunMeta meta;
+    meta.run_id = "ns3-" + v.name;
+    meta.lab = topo_.name;
+    meta.backend = "ns3";
+    meta.started_at = timestamp();
+    meta.scale = scen.scale;
+    meta.scenario_file = scenario_file_;
+    for (const auto& l : topo_.links)
+      meta.rate_bps.push_back(static_cast<std::uint64_t>(std::llround(static_cast<double>(l.params.rate.bps) * scen.scale)));
+    auto summary = run::make_summary(plan, topo_, r.by_worker(), samples, meta);
+    json queues = json::array();
+    for (std::size_t l = 0; l < res.queues.size(); ++l) {
+      const auto& q = res.queues[l];
+      queues.push_back({{"src", topo_.dcs.at(topo_.links[l].src).name},
+                        {"dst", topo_.dcs.at(topo_.links[l].dst).name},
+                        {"queue_packets", q.queue_packets},
+                        {"queue_bytes", q.queue_bytes},
+                        {"packets", q.packets},
+                        {"drops", q.drops},
+                        {"dropped_bytes", q.dropped_bytes}});
+    }
+    json tcp = json::array();
+    for (const auto& t : r.tcp)
+      tcp.push_back({{"src", t.src},
+                     {"dst", t.dst},
+                     {"connections", t.connections},
+                     {"cwnd_bytes", t.cwnd_bytes},
+                     {"ssthresh_bytes", std::isfinite(t.ssthresh_bytes) ? json(t.ssthresh_bytes) : json()},
+                     {"srtt_ms", t.srtt_ns / 1e6}});
+    summary["ns3"] = {{"wall_s", wall},
+                      {"events", res.events},
+                      {"connections", res.connections},
+                      {"compute_jitter", compute_jitter_},
+                      {"tcp_window_bytes", workload::run_tcp_window(scen)},
+                      {"queues", queues},
+                      {"tcp", tcp}};
+    fs::create_directories(folder);
+    write_text_file(folder / "summary.json", summary.dump(2) + "\n");
+    write_text_file(folder / "links.csv", run::links_csv(topo_, samples));
+    if (arbiter::make_policy(scen.policy)->exclusive()) write_text_file(folder / "windows.csv", sim::windows_csv(topo_, r));
+    write_text_file(folder / "scenario.json", workload::to_json(scen).dump(2) + "\n");
+    const auto num = [&](const char* pointer) { return bench::number(summary, pointer).value_or(0.0); };
+    std::uint64_t drops = 0;
+    for (const auto& q : res.queues) drops += q.drops;
+    fmt::print("{}: iteration time {:.3f} s (p99 {:.3f} s), GPU utilization {:.1f} %, WAN utilization {:.1f} %, {} "
+               "packets dropped ({} GPUs, {} TCP connections, run in ns-3 in {:.1f} s)\n",
+               tag, num("/iteration_time_s/mean"), num("/iteration_time_s/p99"), 100 * num("/gpu_utilization/mean"),
+               100 * bench::wan_utilization(summary), drops, plan.workers.size(), res.connections, wall);
+    std::fflush(stdout);
+    return summary;
+  }
+
+  const std::string scenario_file_;
+  const core::Topology& topo_;
+  const workload::Scenario& scenario_;
+  const double compute_jitter_;
+};
 
 }  // namespace
 #endif
@@ -64,114 +150,20 @@ json ns3_variants(const workload::Scenario& scenario, const std::string& scenari
   throw std::runtime_error(*ns3_unavailable());
 #else
   fs::create_directories(out);
-  const auto baseline = bench::baseline_name(connections);
-  json done = json::array();
-  for (std::size_t i = 0; i < variants.size(); ++i) {
-    const auto& v = variants[i];
-    const auto tag = fmt::format("[{}/{}] {}", i + 1, variants.size(), v.name);
-    const auto special = dp_across.find(v.placement);
-    workload::Scenario scen = special != dp_across.end() ? special->second : scenario;
-    scen.policy = v.policy;
-    scen.connections = v.connections;
-    const fs::path folder = out / v.name;
-    std::error_code ec;
-    fs::remove_all(folder, ec);
-    try {
-      const auto plan = workload::build_plan(scen, topo);
-      if (const auto why = ns3ref::unsupported(plan)) throw std::invalid_argument(*why);
-      ns3ref::Options options;
-      options.compute_jitter = compute_jitter;
-      const auto t0 = std::chrono::steady_clock::now();
-      const auto res = ns3ref::run(plan, options);
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const auto& r = res.run;
-      const std::int64_t end_ns = r.end_ns();
-      std::vector<run::LinkSample> samples;
-      for (std::size_t l = 0; l < r.wan.size(); ++l)
-        samples.push_back({static_cast<double>(end_ns) / 1e9, r.wan[l].src, r.wan[l].dst,
-                           static_cast<std::uint64_t>(std::llround(r.wan[l].wire_bytes)),
-                           static_cast<std::uint64_t>(std::llround(r.wan[l].payload_bytes)), res.queues[l].drops, 0});
-      run::RunMeta meta;
-      meta.run_id = "ns3-" + v.name;
-      meta.lab = topo.name;
-      meta.backend = "ns3";
-      meta.started_at = timestamp();
-      meta.scale = scen.scale;
-      meta.scenario_file = scenario_file;
-      for (const auto& l : topo.links)
-        meta.rate_bps.push_back(static_cast<std::uint64_t>(std::llround(static_cast<double>(l.params.rate.bps) * scen.scale)));
-      auto summary = run::make_summary(plan, topo, r.by_worker(), samples, meta);
-      json queues = json::array();
-      for (std::size_t l = 0; l < res.queues.size(); ++l) {
-        const auto& q = res.queues[l];
-        queues.push_back({{"src", topo.dcs.at(topo.links[l].src).name},
-                          {"dst", topo.dcs.at(topo.links[l].dst).name},
-                          {"queue_packets", q.queue_packets},
-                          {"queue_bytes", q.queue_bytes},
-                          {"packets", q.packets},
-                          {"drops", q.drops},
-                          {"dropped_bytes", q.dropped_bytes}});
-      }
-      json tcp = json::array();
-      for (const auto& t : r.tcp)
-        tcp.push_back({{"src", t.src},
-                       {"dst", t.dst},
-                       {"connections", t.connections},
-                       {"cwnd_bytes", t.cwnd_bytes},
-                       {"ssthresh_bytes", std::isfinite(t.ssthresh_bytes) ? json(t.ssthresh_bytes) : json()},
-                       {"srtt_ms", t.srtt_ns / 1e6}});
-      summary["ns3"] = {{"wall_s", wall},
-                        {"events", res.events},
-                        {"connections", res.connections},
-                        {"compute_jitter", compute_jitter},
-                        {"tcp_window_bytes", workload::run_tcp_window(scen)},
-                        {"queues", queues},
-                        {"tcp", tcp}};
-      fs::create_directories(folder);
-      write_text_file(folder / "summary.json", summary.dump(2) + "\n");
-      write_text_file(folder / "links.csv", run::links_csv(topo, samples));
-      if (arbiter::make_policy(scen.policy)->exclusive()) write_text_file(folder / "windows.csv", windows_csv(topo, r));
-      write_text_file(folder / "scenario.json", workload::to_json(scen).dump(2) + "\n");
-      const auto num = [&](const char* pointer) { return bench::number(summary, pointer).value_or(0.0); };
-      std::uint64_t drops = 0;
-      for (const auto& q : res.queues) drops += q.drops;
-      fmt::print("{}: iteration time {:.3f} s (p99 {:.3f} s), GPU utilization {:.1f} %, WAN utilization {:.1f} %, {} "
-                 "packets dropped ({} GPUs, {} TCP connections, run in ns-3 in {:.1f} s)\n",
-                 tag, num("/iteration_time_s/mean"), num("/iteration_time_s/p99"), 100 * num("/gpu_utilization/mean"),
-                 100 * bench::wan_utilization(summary), drops, plan.workers.size(), res.connections, wall);
-      std::fflush(stdout);
-      done.push_back({{"name", v.name},
-                      {"policy", v.policy},
-                      {"connections", v.connections},
-                      {"placement", v.placement},
-                      {"folder", v.name},
-                      {"summary", summary}});
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "{}: not run in ns-3: {}\n", tag, e.what());
-      skipped.push_back({{"name", v.name}, {"reason", e.what()}});
-      rc = 1;
-    }
-  }
-  const json* base = nullptr;
-  for (const auto& d : done)
-    if (d.at("name") == baseline) base = &d.at("summary");
-  for (auto& d : done) d["ratios"] = bench::ratios(d.at("summary"), base ? *base : json::object());
-  json result = {{"scenario", scenario.name},
-                 {"scenario_file", scenario_file},
-                 {"wanlab", build_info()},
-                 {"lab", topo.name},
-                 {"topology", scenario.topology_path.string()},
-                 {"backend", "ns3"},
-                 {"scale", scenario.scale},
-                 {"gpus", scenario.parallelism.gpus()},
-                 {"created_at", timestamp()},
-                 {"baseline", baseline},
-                 {"policies", policies},
-                 {"connections", connections},
-                 {"variants", done},
-                 {"skipped", skipped}};
-  write_text_file(out / "bench.json", result.dump(2) + "\n");
-  write_text_file(out / "bench.md", bench::markdown(result));
+  Ns3Executor executor(scenario_file, topo, scenario, compute_jitter);
+  BenchSetup setup;
+  setup.scenario = &scenario;
+  setup.scenario_file = scenario_file;
+  setup.topology = &topo;
+  setup.variants = variants;
+  setup.dp_across = &dp_across;
+  setup.skipped = std::move(skipped);
+  setup.policies = policies;
+  setup.connections = connections;
+  setup.out = out;
+  int run_rc = 0;
+  auto result = run_bench(executor, setup, run_rc);
+  rc = rc != 0 ? rc : run_rc;
   return result;
 #endif
 }

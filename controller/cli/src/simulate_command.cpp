@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "bench_plots.hpp"
+#include "bench_runner.hpp"
 #include "wanlab/common/version.hpp"
 #include "run_support.hpp"
 #include "wanlab/core/diagnostics.hpp"
@@ -19,6 +20,7 @@
 #include "wanlab/workload/baselines.hpp"
 #include "wanlab/workload/metrics.hpp"
 #include "wanlab/workload/plan.hpp"
+#include "wanlab/sim/windows_csv.hpp"
 
 namespace wanlab::cli {
 namespace {
@@ -28,24 +30,6 @@ using nlohmann::json;
 
 // Up to this many GPUs `--timeline auto` writes every GPU's spans; above, one GPU per stage.
 constexpr std::size_t kFullTimelineGpus = 256;
-
-std::string windows_csv(const core::Topology& topo, const sim::SimResult& r) {
-  const auto s = [](arbiter::Nanos t) {
-    return t < 0 ? std::string{} : fmt::format("{:.6f}", static_cast<double>(t) / 1e9);
-  };
-  std::string csv =
-      "src,dst,transfer,iteration,pipeline,src_stage,dst_stage,kind,microbatch,bytes,ready_s,planned_start_s,"
-      "planned_end_s,granted_s,closed_s,wire_first_s,wire_last_s,revoked\n";
-  for (const auto& w : r.windows) {
-    const auto wire = w.id < r.wire.size() && !w.revoked ? r.wire[w.id] : sim::SimResult::Wire{};
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", topo.dcs.at(w.spec.link.src).name,
-                       topo.dcs.at(w.spec.link.dst).name, w.id, w.spec.iteration, w.spec.pipeline, w.spec.src_stage,
-                       w.spec.dst_stage, arbiter::to_string(w.spec.kind), w.spec.microbatch, w.spec.bytes, s(w.ready),
-                       s(w.start), s(w.planned_end), s(w.start), s(w.end), s(wire.first), s(wire.last),
-                       w.revoked ? 1 : 0);
-  }
-  return csv;
-}
 
 // One GPU per stage (TP rank 0 of replica 0), for the timelines of large runs.
 std::vector<int> per_stage_workers(const workload::Plan& plan) {
@@ -184,179 +168,211 @@ std::vector<sim::LinkTrace> load_link_traces(const core::Topology& topo) {
   return out;
 }
 
+namespace {
+
+// The simulator as the bench runner's executor: each variant one simulation (with a prefill
+// load, the feedback rounds of sim::simulate_with_prefill), then, under the paced model,
+// the sensitivity runs of the same plan under the other knobs.
+class SimExecutor final : public BenchExecutor {
+ public:
+  SimExecutor(const workload::Scenario& scenario, const std::string& scenario_file, const core::Topology& topo,
+              const SimFlags& flags)
+      : scenario_(scenario), scenario_file_(scenario_file), topo_(topo), flags_(flags), options_(parse_sim_flags(flags)) {
+    options_.traces = load_link_traces(topo);
+    // Sensitivity runs: each variant again under the other knobs (training only).
+    sensitivity_ = !flags.no_sensitivity && options_.bursts == sim::SimOptions::Bursts::paced;
+  }
+
+  std::string failed() const override { return "not simulated"; }
+
+  VariantOutcome run(const bench::Variant& v, const workload::Scenario& base, const fs::path& folder,
+                     const std::string& tag) override {
+    workload::Scenario scen = base;
+    scen.policy = v.policy;
+    scen.connections = v.connections;
+    try {
+      return simulate(v, scen, folder, tag);
+    } catch (const std::exception& e) {
+      return failed_run(e.what());
+    }
+  }
+
+  void describe(json& result) const override {
+    result["backend"] = "simulate";
+    result["gpus"] = scenario_.parallelism.gpus();
+    result["simulation"] =
+        options_json(options_, scenario_, timeline_mode(flags_, static_cast<std::size_t>(scenario_.parallelism.gpus())));
+    result["sensitivity"] =
+        sensitivity_ ? json{{"knobs", std::vector<std::string>(std::begin(bench::kSensitivityKnobs),
+                                                               std::end(bench::kSensitivityKnobs))},
+                            {"default_wall_s", default_wall_},
+                            {"extra_wall_s", extra_wall_}}
+                     : json(nullptr);
+  }
+
+  void finish(const fs::path& out, const json& result, int rc) override {
+    (void)rc;
+    // A plot that cannot be drawn is a warning: the variants ran and their results are written.
+    if (all_full_ && !result.at("variants").empty() && !make_bench_plots(out))
+      fmt::print(stderr, "warning: plots not drawn (above); the variants' results stand (wanlab bench --plots-only {} "
+                         "draws them again)\n",
+                 out.string());
+  }
+
+ private:
+  VariantOutcome simulate(const bench::Variant& v, const workload::Scenario& scen, const fs::path& folder,
+                          const std::string& tag) {
+    const auto plan = workload::build_plan(scen, topo_);
+    const auto t0 = std::chrono::steady_clock::now();
+    // BubbleTea: the prefill load placed into the simulated run's bubbles, what it makes
+    // training wait fed back into the timeline (sim/prefill.hpp). Prefill runs on each GPU
+    // of its own, so then every worker needs its own report; otherwise the TP ranks of a
+    // group share their group's (sim::SimResult::groups).
+    std::optional<json> prefill;
+    std::vector<program::WorkerReport> own;
+    sim::SimResult r;
+    if (scen.prefill) {
+      auto fed = sim::simulate_with_prefill(plan, options_, flags_.feedback_rounds);
+      r = std::move(fed.result);
+      own = std::move(fed.reports);
+      prefill = std::move(fed.prefill);
+    } else {
+      r = sim::simulate(plan, options_);
+    }
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    default_wall_ += wall;
+    json knobs = sensitivity(plan, r);
+    const auto reports = scen.prefill ? workload::by_worker(plan, own) : r.by_worker();
+    const std::int64_t end_ns = r.end_ns();
+    std::vector<run::LinkSample> samples;
+    for (const auto& l : r.wan)
+      samples.push_back({static_cast<double>(end_ns) / 1e9, l.src, l.dst, static_cast<std::uint64_t>(std::llround(l.wire_bytes)),
+                         static_cast<std::uint64_t>(std::llround(l.payload_bytes)), 0, 0});
+    run::RunMeta meta;
+    meta.run_id = "sim-" + v.name;
+    meta.lab = topo_.name;
+    meta.backend = "simulate";
+    meta.started_at = timestamp();
+    meta.scale = scen.scale;
+    meta.scenario_file = scenario_file_;
+    for (const auto& l : topo_.links)
+      meta.rate_bps.push_back(static_cast<std::uint64_t>(std::llround(static_cast<double>(l.params.rate.bps) * scen.scale)));
+    auto summary = run::make_summary(plan, topo_, reports, samples, meta);
+    if (prefill) summary["prefill"] = std::move(*prefill);
+    const auto timeline = timeline_mode(flags_, plan.workers.size());
+    all_full_ = all_full_ && timeline == "full";
+    if (!r.tcp.empty()) summary["tcp"] = run::tcp_summary(plan, tcp_samples(r));
+    summary["simulation"] = options_json(options_, scen, timeline);
+    summary["simulation"]["wall_s"] = wall;
+    summary["simulation"]["stats"] = {{"events", r.stats.events},
+                                      {"flows", r.stats.flows},
+                                      {"transfers", r.stats.transfers},
+                                      {"fillings", r.stats.fillings},
+                                      {"bundles_filled", r.stats.bundles_filled},
+                                      {"overflows", r.stats.overflows},
+                                      {"overflow_bytes", r.stats.overflow_bytes},
+                                      {"simulated_workers", r.stats.simulated_workers}};
+    write_folder(folder, v, plan, scen, r, own, summary, samples, timeline);
+    const auto num = [&](const char* pointer) { return bench::number(summary, pointer).value_or(0.0); };
+    fmt::print(
+        "{}: iteration time {:.3f} s (p99 {:.3f} s), GPU utilization {:.1f} %, bubble {:.1f} %, WAN "
+        "utilization {:.1f} % ({} GPUs simulated in {:.3f} s)\n",
+        tag, num("/iteration_time_s/mean"), num("/iteration_time_s/p99"), 100 * num("/gpu_utilization/mean"),
+        100 * num("/bubble_fraction"), 100 * bench::wan_utilization(summary), plan.workers.size(), wall);
+    std::fflush(stdout);
+    auto out = finished_run(std::move(summary));
+    if (sensitivity_) out.entry["sensitivity"] = std::move(knobs);
+    return out;
+  }
+
+  // The model's sensitivity: the training run again under each other knob (without the
+  // prefill load; the default is the run `r`).
+  json sensitivity(const workload::Plan& plan, const sim::SimResult& r) {
+    json knobs = json::object();
+    if (!sensitivity_) return knobs;
+    const auto t1 = std::chrono::steady_clock::now();
+    for (const auto* knob : bench::kSensitivityKnobs) {
+      if (std::string_view(knob) == "default") {
+        knobs[knob] = workload::summarize(plan, r.by_worker()).at("iteration_time_s").at("mean");
+        continue;
+      }
+      const auto o = sensitivity_options(options_, knob);
+      if (!o) continue;
+      const auto k = sim::simulate(plan, *o);
+      knobs[knob] = workload::summarize(plan, k.by_worker()).at("iteration_time_s").at("mean");
+    }
+    extra_wall_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    return knobs;
+  }
+
+  void write_folder(const fs::path& folder, const bench::Variant& v, const workload::Plan& plan,
+                    const workload::Scenario& scen, const sim::SimResult& r,
+                    const std::vector<program::WorkerReport>& own, const json& summary,
+                    const std::vector<run::LinkSample>& samples, const std::string& timeline) const {
+    fs::create_directories(folder);
+    write_text_file(folder / "summary.json", summary.dump(2) + "\n");
+    write_text_file(folder / "links.csv", run::links_csv(topo_, samples));
+    // As in the lab: windows.csv for policies with windows only.
+    if (arbiter::make_policy(scen.policy)->exclusive()) write_text_file(folder / "windows.csv", sim::windows_csv(topo_, r));
+    auto scen_json = workload::to_json(scen);
+    if (topo_.dcs.size() != 0 && !core::same_dcs(topo_, core::load_topology(scen.topology_path))) {
+      write_text_file(folder / "topology.json", core::to_json(topo_).dump(2) + "\n");
+      scen_json["topology"] = fs::absolute(folder / "topology.json").string();
+    }
+    write_text_file(folder / "scenario.json", scen_json.dump(2) + "\n");
+    {
+      evidence::CardInputs card;
+      card.plan = &plan;
+      card.topology = &plan.topology;
+      card.summary = summary;
+      card.framework = "wanlab simulator";
+      card.variant = v.name;
+      write_run_card(folder, card);
+    }
+    if (timeline == "full") {
+      write_text_file(folder / "timeline.json",
+                      workload::chrome_trace(plan, scen.prefill ? own : r.reports()).dump() + "\n");
+    } else if (timeline == "per-stage") {
+      const auto sub = scen.prefill ? sim::subset(plan, own, per_stage_workers(plan))
+                                    : sim::subset(plan, r, per_stage_workers(plan));
+      write_text_file(folder / "timeline.json", workload::chrome_trace(sub.plan, sub.reports).dump() + "\n");
+    }
+  }
+
+  const workload::Scenario& scenario_;
+  const std::string scenario_file_;
+  const core::Topology& topo_;
+  const SimFlags flags_;
+  sim::SimOptions options_;
+  bool sensitivity_ = false;
+  bool all_full_ = true;
+  double default_wall_ = 0, extra_wall_ = 0;
+};
+
+}  // namespace
+
 json simulate_variants(const workload::Scenario& scenario, const std::string& scenario_file,
                        const core::Topology& topo, const std::vector<bench::Variant>& variants,
                        const PlacementScenarios& dp_across, json skipped,
                        const std::vector<std::string>& policies, const std::vector<int>& connections,
-                       const SimFlags& flags, const fs::path& out, int& rc) {
-  auto options = parse_sim_flags(flags);
-  options.traces = load_link_traces(topo);
+                       const SimFlags& flags, const fs::path& out, int& rc, int rounds) {
+  SimExecutor executor(scenario, scenario_file, topo, flags);
   fs::create_directories(out);
-  const auto baseline = bench::baseline_name(connections);
-  json done = json::array();
-  bool all_full = true;
-  // Sensitivity runs: each variant again under the other knobs (training only).
-  const bool sensitivity = !flags.no_sensitivity && options.bursts == sim::SimOptions::Bursts::paced;
-  double default_wall = 0, extra_wall = 0;
-  for (std::size_t i = 0; i < variants.size(); ++i) {
-    const auto& v = variants[i];
-    const auto tag = fmt::format("[{}/{}] {}", i + 1, variants.size(), v.name);
-    const auto special = dp_across.find(v.placement);
-    workload::Scenario scen = special != dp_across.end() ? special->second : scenario;
-    scen.policy = v.policy;
-    scen.connections = v.connections;
-    const fs::path folder = out / v.name;
-    std::error_code ec;
-    fs::remove_all(folder, ec);
-    try {
-      const auto plan = workload::build_plan(scen, topo);
-      const auto t0 = std::chrono::steady_clock::now();
-      // BubbleTea: the prefill load placed into the simulated run's bubbles, what it makes
-      // training wait fed back into the timeline (sim/prefill.hpp). Prefill runs on each GPU
-      // of its own, so then every worker needs its own report; otherwise the TP ranks of a
-      // group share their group's (sim::SimResult::groups).
-      std::optional<json> prefill;
-      std::vector<program::WorkerReport> own;
-      sim::SimResult r;
-      if (scen.prefill) {
-        auto fed = sim::simulate_with_prefill(plan, options, flags.feedback_rounds);
-        r = std::move(fed.result);
-        own = std::move(fed.reports);
-        prefill = std::move(fed.prefill);
-      } else {
-        r = sim::simulate(plan, options);
-      }
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      default_wall += wall;
-      // The model's sensitivity: the training run again under each other knob (without the
-      // prefill load; the default is the run above).
-      json knobs = json::object();
-      if (sensitivity) {
-        const auto t1 = std::chrono::steady_clock::now();
-        for (const auto* knob : bench::kSensitivityKnobs) {
-          if (std::string_view(knob) == "default") {
-            knobs[knob] = workload::summarize(plan, r.by_worker()).at("iteration_time_s").at("mean");
-            continue;
-          }
-          const auto o = sensitivity_options(options, knob);
-          if (!o) continue;
-          const auto k = sim::simulate(plan, *o);
-          knobs[knob] = workload::summarize(plan, k.by_worker()).at("iteration_time_s").at("mean");
-        }
-        extra_wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-      }
-      const auto reports = scen.prefill ? workload::by_worker(plan, own) : r.by_worker();
-
-      const std::int64_t end_ns = r.end_ns();
-      std::vector<run::LinkSample> samples;
-      for (const auto& l : r.wan)
-        samples.push_back({static_cast<double>(end_ns) / 1e9, l.src, l.dst, static_cast<std::uint64_t>(std::llround(l.wire_bytes)),
-                           static_cast<std::uint64_t>(std::llround(l.payload_bytes)), 0, 0});
-      run::RunMeta meta;
-      meta.run_id = "sim-" + v.name;
-      meta.lab = topo.name;
-      meta.backend = "simulate";
-      meta.started_at = timestamp();
-      meta.scale = scen.scale;
-      meta.scenario_file = scenario_file;
-      for (const auto& l : topo.links)
-        meta.rate_bps.push_back(static_cast<std::uint64_t>(std::llround(static_cast<double>(l.params.rate.bps) * scen.scale)));
-      auto summary = run::make_summary(plan, topo, reports, samples, meta);
-      if (prefill) summary["prefill"] = std::move(*prefill);
-      const auto timeline = timeline_mode(flags, plan.workers.size());
-      all_full = all_full && timeline == "full";
-      if (!r.tcp.empty()) summary["tcp"] = run::tcp_summary(plan, tcp_samples(r));
-      summary["simulation"] = options_json(options, scen, timeline);
-      summary["simulation"]["wall_s"] = wall;
-      summary["simulation"]["stats"] = {{"events", r.stats.events},
-                                        {"flows", r.stats.flows},
-                                        {"transfers", r.stats.transfers},
-                                        {"fillings", r.stats.fillings},
-                                        {"bundles_filled", r.stats.bundles_filled},
-                                        {"overflows", r.stats.overflows},
-                                        {"overflow_bytes", r.stats.overflow_bytes},
-                                        {"simulated_workers", r.stats.simulated_workers}};
-
-      fs::create_directories(folder);
-      write_text_file(folder / "summary.json", summary.dump(2) + "\n");
-      write_text_file(folder / "links.csv", run::links_csv(topo, samples));
-      // As in the lab: windows.csv for policies with windows only.
-      if (arbiter::make_policy(scen.policy)->exclusive())
-        write_text_file(folder / "windows.csv", windows_csv(topo, r));
-      auto scen_json = workload::to_json(scen);
-      if (topo.dcs.size() != 0 && !core::same_dcs(topo, core::load_topology(scen.topology_path))) {
-        write_text_file(folder / "topology.json", core::to_json(topo).dump(2) + "\n");
-        scen_json["topology"] = fs::absolute(folder / "topology.json").string();
-      }
-      write_text_file(folder / "scenario.json", scen_json.dump(2) + "\n");
-      {
-        evidence::CardInputs card;
-        card.plan = &plan;
-        card.topology = &plan.topology;
-        card.summary = summary;
-        card.framework = "wanlab simulator";
-        card.variant = v.name;
-        write_run_card(folder, card);
-      }
-      if (timeline == "full") {
-        write_text_file(folder / "timeline.json",
-                        workload::chrome_trace(plan, scen.prefill ? own : r.reports()).dump() + "\n");
-      } else if (timeline == "per-stage") {
-        const auto sub = scen.prefill ? sim::subset(plan, own, per_stage_workers(plan))
-                                      : sim::subset(plan, r, per_stage_workers(plan));
-        write_text_file(folder / "timeline.json", workload::chrome_trace(sub.plan, sub.reports).dump() + "\n");
-      }
-      const auto num = [&](const char* pointer) { return bench::number(summary, pointer).value_or(0.0); };
-      fmt::print(
-          "{}: iteration time {:.3f} s (p99 {:.3f} s), GPU utilization {:.1f} %, bubble {:.1f} %, WAN "
-          "utilization {:.1f} % ({} GPUs simulated in {:.3f} s)\n",
-          tag, num("/iteration_time_s/mean"), num("/iteration_time_s/p99"), 100 * num("/gpu_utilization/mean"),
-          100 * num("/bubble_fraction"), 100 * bench::wan_utilization(summary), plan.workers.size(), wall);
-      std::fflush(stdout);
-      done.push_back({{"name", v.name},
-                      {"policy", v.policy},
-                      {"connections", v.connections},
-                      {"placement", v.placement},
-                      {"folder", v.name},
-                      {"summary", summary}});
-      if (sensitivity) done.back()["sensitivity"] = std::move(knobs);
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "{}: not simulated: {}\n", tag, e.what());
-      skipped.push_back({{"name", v.name}, {"reason", e.what()}});
-      rc = 1;
-    }
-  }
-  const json* base = nullptr;
-  for (const auto& d : done)
-    if (d.at("name") == baseline) base = &d.at("summary");
-  for (auto& d : done) d["ratios"] = bench::ratios(d.at("summary"), base ? *base : json::object());
-  json result = {{"scenario", scenario.name},
-                 {"scenario_file", scenario_file},
-                 {"wanlab", build_info()},
-                 {"lab", topo.name},
-                 {"topology", scenario.topology_path.string()},
-                 {"backend", "simulate"},
-                 {"scale", scenario.scale},
-                 {"gpus", scenario.parallelism.gpus()},
-                 {"created_at", timestamp()},
-                 {"baseline", baseline},
-                 {"policies", policies},
-                 {"connections", connections},
-                 {"simulation", options_json(options, scenario, timeline_mode(flags, static_cast<std::size_t>(
-                                                                              scenario.parallelism.gpus())))},
-                 {"variants", done},
-                 {"sensitivity", sensitivity ? json{{"knobs", std::vector<std::string>(std::begin(bench::kSensitivityKnobs), std::end(bench::kSensitivityKnobs))},
-                                                    {"default_wall_s", default_wall},
-                                                    {"extra_wall_s", extra_wall}}
-                                             : json(nullptr)},
-                 {"skipped", skipped}};
-  write_text_file(out / "bench.json", result.dump(2) + "\n");
-  write_text_file(out / "bench.md", bench::markdown(result));
-  // A plot that cannot be drawn is a warning: the variants ran and their results are written.
-  if (all_full && !done.empty() && !make_bench_plots(out))
-    fmt::print(stderr, "warning: plots not drawn (above); the variants' results stand (wanlab bench --plots-only {} "
-                       "draws them again)\n",
-               out.string());
+  BenchSetup setup;
+  setup.scenario = &scenario;
+  setup.scenario_file = scenario_file;
+  setup.topology = &topo;
+  setup.variants = variants;
+  setup.dp_across = &dp_across;
+  setup.skipped = std::move(skipped);
+  setup.policies = policies;
+  setup.connections = connections;
+  setup.rounds = rounds;
+  setup.out = out;
+  setup.command = "simulate";
+  int run_rc = 0;
+  auto result = run_bench(executor, setup, run_rc);
+  rc = rc != 0 ? rc : run_rc;
   return result;
 }
 
@@ -419,7 +435,8 @@ int cmd_simulate(const SimulateArgs& a) {
   int rc = 0;
   try {
     const auto result = simulate_variants(scenario, fs::absolute(a.scenario).lexically_normal().string(), topo,
-                                          variants, dp_across, skipped, policies, connections, a.sim, out, rc);
+                                          variants, dp_across, skipped, policies, connections, a.sim, out, rc,
+                                          a.repeat);
     fmt::print("\n{}\nresults: {}/bench.json, bench.md, one run folder per variant\n", bench::markdown(result),
                out.string());
   } catch (const core::ConfigError& e) {

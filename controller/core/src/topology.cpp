@@ -1,6 +1,7 @@
 // Topology files: reading, validation (every problem at once, each with its JSON path),
 // and the canonical JSON form. The format is documented in topologies/README.md.
 #include "wanlab/core/topology.hpp"
+#include "wanlab/core/round_trip.hpp"
 
 #include "wanlab/common/text.hpp"
 
@@ -778,6 +779,11 @@ json to_json(const Topology& topo) {
     out["node"] = std::move(node);
   }
   return out;
+}
+
+Duration round_trip(const Topology& topo, const WanLink& link) {
+  const WanLink* back = topo.find_link(link.dst, link.src);
+  return link.params.delay + (back != nullptr ? back->params.delay : link.params.delay);
 }
 
 std::uint64_t default_queue_packets(const Topology& topo, const WanLink& link) {

@@ -19,6 +19,8 @@
 #include "wanlab/core/topology.hpp"
 #include "wanlab/ns3ref/packet_net.hpp"
 #include "wanlab/workload/execute.hpp"
+#include "wanlab/workload/wan_transfer.hpp"
+#include "wanlab/core/round_trip.hpp"
 
 namespace wanlab::ns3ref {
 
@@ -396,25 +398,20 @@ class Reference {
 
   void request_window(std::uint32_t id, const program::Op& op, Nanos t) {
     auto& m = messages_[id];
-    const auto& ws = plan_.workers.at(static_cast<std::size_t>(groups_[m.src].worker));
-    const auto& wd = plan_.workers.at(static_cast<std::size_t>(groups_[m.dst].worker));
-    const auto& l = topo_.links[m.link];
-    arbiter::TransferSpec spec;
-    spec.link = {l.src, l.dst};
-    spec.bytes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(m.payload * workload::kWireOverhead)));
-    spec.kind = op.tag % 2 != 0 ? arbiter::TransferKind::gradient : arbiter::TransferKind::activation;
-    spec.iteration = m.iteration;
-    spec.pipeline = ws.dp_rank;
-    spec.src_stage = ws.stage;
-    spec.dst_stage = wd.stage;
-    spec.microbatch = op.microbatch;
-    spec.needed_at = needed_at(m.dst, m.slot);
-    spec.connections = tp_ * k_;
+    workload::WanMessage wm;
+    wm.src = groups_[m.src].worker;
+    wm.dst = groups_[m.dst].worker;
+    wm.kind = workload::transfer_kind(op.tag);
+    wm.microbatch = op.microbatch;
+    wm.iteration = m.iteration;
+    wm.payload_bytes = m.payload;
+    wm.ranks = tp_;
+    wm.needed_at = needed_at(m.dst, m.slot);
+    const auto spec = workload::transfer_request(plan_, wm);
     if (!links_added_) {
       for (std::size_t i = 0; i < topo_.links.size(); ++i) {
         const auto& li = topo_.links[i];
-        const auto* back = topo_.find_link(li.dst, li.src);
-        arb_->add_link({li.src, li.dst}, link_rate(i), li.params.delay.count() + back->params.delay.count());
+        arb_->add_link({li.src, li.dst}, link_rate(i), core::round_trip(topo_, li).count());
       }
       links_added_ = true;
     }

@@ -9,6 +9,8 @@
 #include "wanlab/common/flows.hpp"
 #include "wanlab/core/address_plan.hpp"
 #include "wanlab/workload/metrics.hpp"
+#include "wanlab/workload/wan_transfer.hpp"
+#include "wanlab/core/round_trip.hpp"
 
 namespace wanlab::run {
 using arbiter::LinkId;
@@ -32,9 +34,7 @@ RunWindows::RunWindows(std::string run_id, const workload::Plan& plan, const std
     throw std::invalid_argument("run windows: one rate per topology link expected");
   for (std::size_t i = 0; i < topo.links.size(); ++i) {
     const auto& l = topo.links[i];
-    const auto* back = topo.find_link(l.dst, l.src);
-    const Nanos rtt = l.params.delay.count() + (back ? back->params.delay.count() : l.params.delay.count());
-    arbiter_.add_link({l.src, l.dst}, rates_bps[i], rtt);
+    arbiter_.add_link({l.src, l.dst}, rates_bps[i], core::round_trip(topo, l).count());
   }
   const auto& workers = plan.workers;
   for (const auto& prog : plan.programs) {
@@ -62,7 +62,7 @@ RunWindows::RunWindows(std::string run_id, const workload::Plan& plan, const std
       m.src_stage = w.stage;
       m.dp = w.dp_rank;
       m.dst_stage = peer.stage;
-      m.kind = op.tag % 2 == 0 ? arbiter::TransferKind::activation : arbiter::TransferKind::gradient;
+      m.kind = workload::transfer_kind(op.tag);
       m.microbatch = op.microbatch;
       m.bytes = op.bytes;
       m.needed_at = workload::compute_before(plan, op.peer, at);
@@ -101,18 +101,16 @@ std::optional<std::string> RunWindows::want(const nlohmann::json& j, Nanos now, 
       g.payload += messages_.at({mem.src, mem.dst, tag}).bytes;
       g.members.push_back(mem);
     }
-    arbiter::TransferSpec spec;
-    spec.link = g.link;
-    spec.bytes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(static_cast<double>(g.payload) * kWireOverhead)));
-    spec.kind = m.kind;
-    spec.iteration = iteration;
-    spec.pipeline = m.dp;
-    spec.src_stage = m.src_stage;
-    spec.dst_stage = m.dst_stage;
-    spec.microbatch = m.microbatch;
-    spec.needed_at = m.needed_at;
-    spec.connections = static_cast<int>(g.members.size()) * plan_.scenario.connections;
-    g.id = arbiter_.request(spec, now);
+    workload::WanMessage wm;
+    wm.src = src;
+    wm.dst = dst;
+    wm.kind = m.kind;
+    wm.microbatch = m.microbatch;
+    wm.iteration = iteration;
+    wm.payload_bytes = static_cast<double>(g.payload);
+    wm.ranks = static_cast<int>(g.members.size());
+    wm.needed_at = m.needed_at;
+    g.id = arbiter_.request(workload::transfer_request(plan_, wm), now);
     by_id_[g.id] = key;
     groups_.emplace(key, std::move(g));
   }
@@ -274,20 +272,10 @@ nlohmann::json RunWindows::recent_windows(Nanos origin, Nanos since, Nanos now) 
 }
 
 std::string RunWindows::windows_csv(Nanos origin) const {
-  const auto s = [&](Nanos t) { return t < 0 ? std::string{} : fmt::format("{:.6f}", static_cast<double>(t - origin) / 1e9); };
-  std::string csv =
-      "src,dst,transfer,iteration,pipeline,src_stage,dst_stage,kind,microbatch,bytes,ready_s,planned_start_s,"
-      "planned_end_s,granted_s,closed_s,wire_first_s,wire_last_s,revoked\n";
-  const auto& dcs = plan_.topology.dcs;
-  for (const auto& w : arbiter_.windows()) {
+  return workload::windows_csv(plan_.topology, arbiter_.windows(), [&](const arbiter::WindowRecord& w) {
     const auto& g = groups_.at(by_id_.at(w.id));
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", dcs.at(w.spec.link.src).name,
-                       dcs.at(w.spec.link.dst).name, w.id, w.spec.iteration, w.spec.pipeline, w.spec.src_stage,
-                       w.spec.dst_stage, arbiter::to_string(w.spec.kind), w.spec.microbatch, w.spec.bytes, s(w.ready),
-                       s(w.start), s(w.planned_end), s(w.start), s(w.end), w.revoked ? "" : s(g.wire_first.value_or(-1)),
-                       w.revoked ? "" : s(g.wire_last.value_or(-1)), w.revoked ? 1 : 0);
-  }
-  return csv;
+    return workload::WireTimes{g.wire_first.value_or(-1), g.wire_last.value_or(-1)};
+  }, origin);
 }
 
 nlohmann::json RunWindows::accuracy() const {

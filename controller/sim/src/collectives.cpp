@@ -7,6 +7,7 @@
 
 #include "wanlab/sim/rails.hpp"
 #include "wanlab/workload/execute.hpp"
+#include "wanlab/common/ring.hpp"
 
 namespace wanlab::sim {
 
@@ -48,7 +49,7 @@ void Collectives::start_hops(std::uint32_t ci, const program::Op& op, Nanos now)
   Nanos step_delay = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const auto& a = places_[c.members[i]];
-    const auto& b = places_[c.members[(i + 1) % n]];
+    const auto& b = places_[c.members[program::ring_next(i, n)]];
     if (a.node == b.node) continue;
     if (rails_ && rails_->on_rails(c.members[i], c.members[(i + 1) % n])) {
       step_delay = std::max(step_delay, ctx_.lan_delay);

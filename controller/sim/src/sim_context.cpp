@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "wanlab/workload/execute.hpp"
+#include "wanlab/core/round_trip.hpp"
 
 namespace wanlab::sim {
 
@@ -38,7 +39,7 @@ void SimContext::build_network() {
     const auto& l = topo.links[i];
     link_of[l.src][l.dst] = i;
     const auto* back = topo.find_link(l.dst, l.src);
-    const Nanos rtt = l.params.delay.count() + (back ? back->params.delay.count() : l.params.delay.count());
+    const Nanos rtt = core::round_trip(topo, l).count();
     const double rate = static_cast<double>(l.params.rate.bps) * sc.scale;
     wan.push_back(net.add_link(rate));
     wan_rate.push_back(rate);

@@ -6,6 +6,8 @@
 #include <stdexcept>
 
 #include "wanlab/sim/simulator.hpp"
+#include "wanlab/sim/windows_csv.hpp"
+#include "wanlab/workload/wan_transfer.hpp"
 
 namespace wanlab::sim {
 
@@ -104,6 +106,13 @@ PlanSubset subset(const workload::Plan& plan, const SimResult& result, const std
   return subset_of(plan, keep, [&](int w) -> std::optional<program::WorkerReport> {
     if (static_cast<std::size_t>(w / std::max(result.tp, 1)) >= result.groups.size()) return std::nullopt;
     return result.report(w);
+  });
+}
+
+std::string windows_csv(const core::Topology& topo, const SimResult& result) {
+  return workload::windows_csv(topo, result.windows, [&](const arbiter::WindowRecord& w) {
+    const auto t = w.id < result.wire.size() ? result.wire[w.id] : SimResult::Wire{};
+    return workload::WireTimes{t.first, t.last};
   });
 }
 

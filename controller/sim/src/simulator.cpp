@@ -21,6 +21,7 @@
 #include "wanlab/sim/sim_context.hpp"
 #include "wanlab/sim/workers.hpp"
 #include "wanlab/workload/execute.hpp"
+#include "wanlab/workload/wan_transfer.hpp"
 
 namespace wanlab::sim {
 namespace {
@@ -334,22 +335,17 @@ class Simulation final : public BurstHost {
   // The arbiter's transfer for a WAN message: the lab's bytes, kind, stages and needed_at.
   void request_window(std::uint32_t id, const Workers::SimOp& op, Nanos now) {
     auto& m = ctx_.messages[id];
-    const auto& plan = ctx_.plan;
-    const auto& ws = plan.workers.at(static_cast<std::size_t>(groups_[m.src].worker));
-    const auto& wd = plan.workers.at(static_cast<std::size_t>(groups_[m.dst].worker));
-    const auto& l = plan.topology.links[m.link];
-    arbiter::TransferSpec spec;
-    spec.link = {l.src, l.dst};
-    spec.bytes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::ceil(m.payload * workload::kWireOverhead)));
-    spec.kind = op.gradient ? arbiter::TransferKind::gradient : arbiter::TransferKind::activation;
-    spec.iteration = m.iteration;
-    spec.pipeline = ws.dp_rank;
-    spec.src_stage = ws.stage;
-    spec.dst_stage = wd.stage;
-    spec.microbatch = op.microbatch;
-    spec.needed_at = workers_.needed_at(m.slot);
-    spec.connections = ctx_.tp * ctx_.k;
-    m.transfer = arb_->request(spec, now);
+    // A group stands for its TP ranks: all of them cross the WAN together.
+    workload::WanMessage wm;
+    wm.src = groups_[m.src].worker;
+    wm.dst = groups_[m.dst].worker;
+    wm.kind = op.gradient ? arbiter::TransferKind::gradient : arbiter::TransferKind::activation;
+    wm.microbatch = op.microbatch;
+    wm.iteration = m.iteration;
+    wm.payload_bytes = m.payload;
+    wm.ranks = ctx_.tp;
+    wm.needed_at = workers_.needed_at(m.slot);
+    m.transfer = arb_->request(workload::transfer_request(ctx_.plan, wm), now);
     if (by_transfer_.size() <= m.transfer) {
       by_transfer_.resize(m.transfer + 1, kNone);
       ctx_.wire.resize(m.transfer + 1);

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "wanlab/workload/execute.hpp"
+#include "wanlab/workload/wan_transfer.hpp"
 
 namespace wanlab::sim {
 namespace {
@@ -79,7 +80,7 @@ void Workers::match_sends() {
       const auto slot = gr.slot_base + static_cast<std::uint32_t>(i);
       auto& o = ops[slot];
       o.kind = op.kind;
-      o.gradient = op.tag % 2 != 0;
+      o.gradient = workload::is_gradient_tag(op.tag);
       o.rendezvous = op.rendezvous;
       o.microbatch = op.microbatch;
       o.peer = op.peer;

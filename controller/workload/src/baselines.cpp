@@ -14,6 +14,7 @@
 #include "wanlab/workload/gpu.hpp"
 #include "wanlab/workload/placement.hpp"
 #include "wanlab/workload/plan.hpp"
+#include "wanlab/core/round_trip.hpp"
 
 namespace wanlab::workload {
 
@@ -98,10 +99,9 @@ std::pair<int, int> varuna_micro_batches(const Scenario& scenario, const core::T
     const auto b = workers.at(static_cast<std::size_t>(worker_id(par, st + 1, 0, 0))).dc;
     if (a == b) continue;
     const auto* l = topo.find_link(a, b);
-    const auto* back = topo.find_link(b, a);
     if (l == nullptr) continue;
     const double d = std::chrono::duration<double>(l->params.delay).count();
-    const double rtt = d + (back ? std::chrono::duration<double>(back->params.delay).count() : d);
+    const double rtt = std::chrono::duration<double>(core::round_trip(topo, *l)).count();
     double share = static_cast<double>(l->params.rate.bps) / (par.tp * par.dp);
     if (rtt > 0) share = std::min(share, window * 8 / rtt);
     if (share < share_bps) {

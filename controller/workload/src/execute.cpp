@@ -9,6 +9,8 @@
 #include <optional>
 #include <tuple>
 
+#include "wanlab/common/ring.hpp"
+
 namespace wanlab::workload {
 using program::Op;
 using program::OpKind;
@@ -174,8 +176,8 @@ class Executor {
 
   bool allreduce(int w, State& st, program::WorkerReport& report, const Op& op) {
     const auto n = op.ring.size();
-    const auto self = std::find(op.ring.begin(), op.ring.end(), w);
-    if (self == op.ring.end())
+    const auto around = program::ring_neighbours(op.ring, w);
+    if (!around)
       throw std::invalid_argument(fmt::format("execute: worker {} runs an all-reduce whose ring lacks it", w));
     for (int peer : op.ring) check_peer(w, peer);
     const auto finish = [&] {
@@ -187,9 +189,8 @@ class Executor {
       finish();
       return true;
     }
-    const auto pos = static_cast<std::size_t>(self - op.ring.begin());
-    const int prev = op.ring[(pos + n - 1) % n];
-    const int next = op.ring[(pos + 1) % n];
+    const int prev = around->prev;
+    const int next = around->next;
     const auto chunk = program::ring_chunk_bytes(op.bytes, n);
     const std::size_t steps = 2 * (n - 1);
 
