@@ -154,7 +154,6 @@ int plot_support::run_gnuplot(const std::string& binary, const fs::path& dir, co
   }
 }
 
-
 std::string plot_support::tail_of(const fs::path& p, std::size_t lines) {
   std::ifstream f(p);
   std::vector<std::string> all;
