@@ -98,7 +98,7 @@ TEST_CASE("bridge: the lab's run windows and the simulator ask the arbiter for t
                 {"tag", workload::activation_tag(0)}, {"bytes", 1}};
   };
   REQUIRE_FALSE(lab.want(want(0, 4), 0, actions));
-  const auto& asked = lab.arbiter().transfer(0).spec;
+  const auto& asked = lab.arbiter().transfer(1).spec;  // the first transfer (ids from 1)
   REQUIRE(asked.link == simulated->link);
   REQUIRE(asked.bytes == simulated->bytes);
   REQUIRE(asked.kind == simulated->kind);
