@@ -117,7 +117,7 @@ TEST_CASE("the swarm stack of a lab matches its golden file", "[unit][compose][s
   CHECK_THAT(y, Contains(R"(file: "./bench/scenarios/t-1b.json")"));
   CHECK_THAT(y, Contains(R"(name: "t-results")"));
   // The token is the external secret <lab>-token in every service; no default token.
-  CHECK_THAT(y, !Contains("WANLAB_TOKEN") && !Contains("environment"));
+  CHECK_THAT(y, !Contains("${WANLAB_TOKEN") && !Contains("environment"));
   CHECK_THAT(y, Contains("secrets:\n  token:\n    external: true\n    name: \"t-token\""));
   CHECK_THAT(y, Contains(R"("--token-file", "/run/secrets/wanlab-token")"));
   // The control API: served with the token, published in host mode on the controller's host,
