@@ -26,8 +26,12 @@ core::Topology topology_of(const lab::LabState& state);
 
 /// `wanlab --api HOST:PORT`: status, link set, replay and run talk to the controller there
 /// (`wanlab up --api`, e.g. a swarm lab's router service) instead of a lab of this machine.
-void set_remote_api(std::optional<api::Endpoint> endpoint);
+/// `workdir` is the controller's working folder (`--api-dir`, default /wanlab, the image's).
+void set_remote_api(std::optional<api::Endpoint> endpoint, std::string workdir = "/wanlab");
 const std::optional<api::Endpoint>& remote_api();
+/// A path for the remote controller's API (which takes absolute paths only): `path` as it
+/// is where absolute, else under the controller's working folder.
+std::string remote_path(const std::string& path);
 
 struct RemoteLab {
   std::string lab;      // the name the remote controller reports

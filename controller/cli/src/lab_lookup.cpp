@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <regex>
 #include <stdexcept>
 
@@ -79,7 +80,20 @@ std::optional<api::Endpoint>& remote() {
 }
 }  // namespace
 
-void set_remote_api(std::optional<api::Endpoint> endpoint) { remote() = std::move(endpoint); }
+std::string& remote_workdir() {
+  static std::string dir = "/wanlab";
+  return dir;
+}
+
+void set_remote_api(std::optional<api::Endpoint> endpoint, std::string workdir) {
+  remote() = std::move(endpoint);
+  remote_workdir() = std::move(workdir);
+}
+
+std::string remote_path(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.is_absolute() ? path : (std::filesystem::path(remote_workdir()) / p).lexically_normal().string();
+}
 
 const std::optional<api::Endpoint>& remote_api() { return remote(); }
 

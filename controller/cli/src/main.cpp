@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <spdlog/spdlog.h>
 
 #include "bench_command.hpp"
@@ -36,6 +37,11 @@ int main(int argc, char** argv) {
                  "trace, --out) are the controller's: relative ones are taken from its working folder (docs/docker.md). "
                  "Default for those commands: $WANLAB_API")
       ->type_name("HOST:PORT");
+  std::string api_dir = "/wanlab";
+  app.add_option("--api-dir", api_dir,
+                 "With --api: the controller's working folder, under which relative scenario, trace and --out paths "
+                 "are sent (the API takes absolute paths; default /wanlab, the containers' working folder)")
+      ->type_name("DIR");
   app.add_option("--api-token-file", api_token_file,
                  "With --api: read the token from the first line of FILE (keep it mode 600) instead of $WANLAB_TOKEN")
       ->type_name("FILE");
@@ -545,7 +551,11 @@ int main(int argc, char** argv) {
                  *api_at);
       return 2;
     }
-    set_remote_api(std::move(endpoint));
+    if (!std::filesystem::path(api_dir).is_absolute()) {
+      fmt::print(stderr, "wanlab: --api-dir {}: not an absolute path\n", api_dir);
+      return 2;
+    }
+    set_remote_api(std::move(endpoint), api_dir);
   } else if (api_token_file) {
     fmt::print(stderr, "wanlab: --api-token-file goes with --api HOST:PORT\n");
     return 2;

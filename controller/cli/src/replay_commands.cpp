@@ -300,7 +300,8 @@ int ReplayCommands::Impl::run_replay() {
     return 2;
   }
   // Through --api the controller reads the trace from its own file system: the path goes as
-  // given (a relative one from the controller's working folder, a project's in a swarm lab).
+  // given, a relative one under the controller's working folder (--api-dir; a project's
+  // path in a swarm lab).
   std::string lab_of;
   api::Endpoint endpoint;
   if (remote_api()) {
@@ -317,7 +318,7 @@ int ReplayCommands::Impl::run_replay() {
     endpoint.socket = lab::socket_path(lab_of);
   }
   nlohmann::json body = {{"link", *link},
-                         {"trace", remote_api() ? *trace : fs::absolute(*trace).lexically_normal().string()},
+                         {"trace", remote_api() ? remote_path(*trace) : fs::absolute(*trace).lexically_normal().string()},
                          {"format", format}};
   if (loop) body["mode"] = "loop";
   if (hold) body["mode"] = "hold";

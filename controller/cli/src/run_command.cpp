@@ -89,7 +89,8 @@ int cmd_run(const RunArgs& a) {
   }
   if (remote_api()) {
     // The controller --api names runs it: the scenario and the run folder are its paths
-    // (relative ones from its working folder), the summary comes back in its answers.
+    // (relative ones under its working folder, --api-dir), the summary comes back in its
+    // answers. The scenario is checked here first, from this host's copy of the project.
     RemoteLab remote;
     try {
       remote = find_remote_lab(std::nullopt);
@@ -97,9 +98,11 @@ int cmd_run(const RunArgs& a) {
       fmt::print(stderr, "wanlab: {}\n", e.what());
       return 1;
     }
-    const fs::path out = a.out ? fs::path(*a.out) : fs::path("bench-results") / (scenario.name + "-" + timestamp());
+    const fs::path out =
+        remote_path(a.out ? *a.out : (fs::path("bench-results") / (scenario.name + "-" + timestamp())).string());
     catch_interrupts();
-    const auto outcome = run_on_lab(remote.lab, RunRequest{a.scenario, out, a.connections, std::nullopt}, scenario, a.quiet);
+    const auto outcome =
+        run_on_lab(remote.lab, RunRequest{remote_path(a.scenario), out, a.connections, std::nullopt}, scenario, a.quiet);
     if (outcome.rc == 0)
       print_summary(outcome.summary, fmt::format("{}: {}", remote_api()->tcp, out.string()));
     else if (outcome.rc != 130)
