@@ -30,4 +30,5 @@ echo "  ns3    the ns-3 packet-level reference executor against size/rate and th
 echo "  pytorch a real PyTorch gloo job through wanlab launch across two DCs (ctest test 'pytorch'); SKIPPED without root or python3-torch"
 echo "  docker the docker-compose lab: image build, ping and iperf3 inside the containers, Prometheus and the dashboard, a short scenario, teardown (ctest test 'docker'); SKIPPED with the reason where Docker cannot run"
 echo "  swarm  the same lab as a Docker Swarm stack on a single-node swarm (ctest test 'swarm'); SKIPPED with the reason where Docker or a swarm cannot run"
+echo "  api    a namespace lab driven through its control API over TCP (wanlab up --api; ctest test 'api'); SKIPPED without root"
 exit $rc

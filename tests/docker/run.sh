@@ -60,42 +60,9 @@ topology=topologies/three-dc.json
 scenario=bench/scenarios/three-dc-smoke.json
 image=wanlab:latest
 
-t_start=$(date +%s.%N)
-t_step=$t_start
-elapsed() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-step_done() {
-  local now
-  now=$(date +%s.%N)
-  awk -v a="$t_step" -v b="$now" -v what="$1" 'BEGIN { printf "docker: %s in %.1f s\n", what, b - a }'
-  t_step=$now
-}
-skip() { echo "SKIPPED: $*"; exit 77; }
-fail() { echo "docker: FAILED: $*" >&2; exit 1; }
-measured() { echo "MEASURED: $*"; }
-
-# The host's CPU time so far, from the first line of /proc/stat: "TOTAL STEAL" in ticks
-# (user nice system idle iowait irq softirq steal; guest time is inside user and nice).
-cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9; exit }' /proc/stat; }
-
-# on_quiet_host WHAT CHECK: runs CHECK, which prints its MEASURED lines and returns 0 when
-# its figures hold, and judges it by the hypervisor's steal during it (see the header).
-# Sets `judged` to "checked" or "NOT JUDGED (hypervisor steal)".
-on_quiet_host() {
-  local what=$1 check=$2 attempt rc before after steal
-  for attempt in 1 2 3; do
-    before=$(cpu_ticks)
-    if "$check"; then rc=0; else rc=1; fi
-    after=$(cpu_ticks)
-    steal=$(awk -v a="$before" -v b="$after" 'BEGIN { split(a, x, " "); split(b, y, " ")
-      t = y[1] - x[1]; printf "%.2f", (t > 0 ? 100 * (y[2] - x[2]) / t : 0) }')
-    echo "docker: $what: attempt $attempt, hypervisor steal $steal %, figures $( ((rc == 0)) && echo hold || echo off)"
-    ((rc == 0)) && { judged="checked"; return 0; }
-    awk -v s="$steal" 'BEGIN { exit !(s > 1) }' || fail "$what: figures off on a quiet host (steal $steal %)"
-    ((attempt < 3)) && sleep 10
-  done
-  echo "docker: WARNING: $what: not judged: all 3 attempts ran under hypervisor steal above 1 % of the CPU and their figures were off (above)" >&2
-  judged="NOT JUDGED (hypervisor steal)"
-}
+tier=docker
+# shellcheck source=../support/docker_tier.sh
+source "$repo/tests/support/docker_tier.sh"
 
 build_dir=$(cd "$build_dir" 2>/dev/null && pwd) || fail "no build folder $build_dir"
 wanlab_bin=$build_dir/controller/wanlab
@@ -105,13 +72,7 @@ mkdir -p "$work"
 
 # ---- Docker ----
 
-if [[ $(id -u) -eq 0 ]]; then
-  sudo=()
-elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-  sudo=(sudo -n)
-else
-  skip "the docker tier needs root (to install Docker, start dockerd, and run containers with NET_ADMIN)"
-fi
+need_root "to install Docker, start dockerd, and run containers with NET_ADMIN"
 
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
@@ -136,36 +97,7 @@ fi
 docker=("${sudo[@]}" docker)
 compose_bin=("${sudo[@]}" docker-compose)
 
-started_dockerd=
-stop_dockerd() {
-  if [[ -n $started_dockerd ]]; then
-    "${sudo[@]}" kill "$started_dockerd" 2>/dev/null || true
-    for _ in $(seq 1 100); do
-      "${sudo[@]}" kill -0 "$started_dockerd" 2>/dev/null || break
-      sleep 0.1
-    done
-    started_dockerd=
-  fi
-}
-if ! "${docker[@]}" info >/dev/null 2>&1; then
-  # Our own daemon, leaving the host's iptables and ip_forward alone: the lab's networks
-  # are internal (no route out) and nothing here needs NAT (images build with the host's
-  # network).
-  dockerd_log=$work/dockerd.log
-  "${sudo[@]}" dockerd --iptables=false --ip-forward=false --bridge=none >"$dockerd_log" 2>&1 &
-  started_dockerd=$!
-  for _ in $(seq 1 150); do
-    "${docker[@]}" info >/dev/null 2>&1 && break
-    if ! kill -0 "$started_dockerd" 2>/dev/null; then
-      started_dockerd=
-      tail -5 "$dockerd_log"
-      skip "dockerd does not start here (log: $dockerd_log)"
-    fi
-    sleep 0.2
-  done
-  "${docker[@]}" info >/dev/null 2>&1 || { stop_dockerd; skip "dockerd did not answer within 30 s (log: $dockerd_log)"; }
-  step_done "started dockerd (pid $started_dockerd, log $dockerd_log)"
-fi
+start_dockerd_if_none "$work/dockerd.log"
 
 compose_file=$work/docker-compose.yml
 results=$work/results
@@ -217,13 +149,8 @@ fi
 
 # ---- image, compose file ----
 
-jobs=$(nproc)
-echo "docker: building $image (Dockerfile, $jobs compile jobs)"
-if ! DOCKER_BUILDKIT=0 "${docker[@]}" build --network host --build-arg JOBS="$jobs" -t "$image" "$repo" \
-    >"$work/build.log" 2>&1; then
-  tail -30 "$work/build.log"
-  fail "docker build failed (log: $work/build.log)"
-fi
+echo "docker: building $image (Dockerfile, $(nproc) compile jobs)"
+build_image "$image" "$work/build.log"
 step_done "built $image ($("${docker[@]}" image inspect -f '{{.Size}}' "$image" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"
 if ! DOCKER_BUILDKIT=0 "${docker[@]}" build --network host -t wanlab-prometheus:latest "$repo/docker/prometheus" \
     >"$work/build-prometheus.log" 2>&1; then
@@ -260,40 +187,10 @@ step_done "lab $lab up: controller and $node_count node containers, all agents c
 # ---- ping: RTT per DC pair ----
 
 dcs=($(jq -r '.dcs[].name' "$repo/$topology"))
-ip_of() { jq -r --arg n "$1" '.dcs[] | .nodes[] | select(.name == $n) | .address' "$work/status.json"; }
-"${docker[@]}" exec "$lab-controller" wanlab status "$lab" --json >"$work/status.json"
-check_ping() {
-  local a b from to rtt configured out line min avg max verdict bad=0
-  for ((a = 0; a < ${#dcs[@]}; a++)); do
-    for ((b = a + 1; b < ${#dcs[@]}; b++)); do
-      from=${dcs[a]} to=${dcs[b]}
-      rtt=$(jq -r --arg a "$from" --arg b "$to" \
-        '[.links[] | select(.src == $a and .dst == $b or .src == $b and .dst == $a) | .delay] | join(" ")' "$work/status.json")
-      [[ -n $rtt ]] || continue
-      configured=$(awk -v d="$rtt" 'BEGIN { n = split(d, x, " "); s = 0; for (i = 1; i <= n; i++) { v = x[i]; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v); s += (u == "us" ? v / 1000 : u == "s" ? v * 1000 : v) } printf "%.3f", s }')
-      out=$("${docker[@]}" exec "$lab-$from-0" ping -n -c 20 -i 0.1 -W 2 "$(ip_of "$to-0")" 2>&1) || true
-      # min/avg/max from ping's summary (µs); the 90th percentile (the 18th of 20) from the
-      # replies' own times (printed to 3 significant digits: 0.1 ms here, 1 ms over 100 ms).
-      line=$(grep -o 'rtt [^=]*= [0-9./]*' <<<"$out" | awk '{ print $4 }')
-      if [[ -z $line ]]; then
-        echo "$out"
-        echo "docker: ping $from-0 -> $to-0 got no replies"
-        bad=1
-        continue
-      fi
-      IFS=/ read -r min avg max _ <<<"$line"
-      read -r p90 replies < <(grep -o 'time=[0-9.]*' <<<"$out" | cut -d= -f2 | sort -g |
-        awk '{ v[NR] = $1 } END { printf "%.3f %d\n", v[int(0.9 * NR + 0.5)], NR }')
-      verdict=$(awk -v c="$configured" -v mn="$min" -v av="$avg" -v p="$p90" -v n="$replies" 'BEGIN {
-        tol = 0.05 * c; if (tol < 2) tol = 2
-        ok = n == 20 && mn >= c - 0.05 && av <= c + tol && p <= c + 2 * tol
-        printf "%s (tolerance +%.2f ms)", ok ? "ok" : "OUT OF TOLERANCE", tol }')
-      measured "ping $from-0 -> $to-0: configured RTT $configured ms, $replies of 20 replies, min $min avg $avg p90 $p90 max $max ms: $verdict"
-      [[ $verdict == ok* ]] || bad=1
-    done
-  done
-  return "$bad"
-}
+status_json=$work/status.json
+node_exec() { "${docker[@]}" exec "$lab-$1" "${@:2}"; }
+node_exec_detached() { "${docker[@]}" exec -d "$lab-$1" "${@:2}"; }
+"${docker[@]}" exec "$lab-controller" wanlab status "$lab" --json >"$status_json"
 on_quiet_host "ping RTTs against the topology" check_ping
 step_done "ping RTTs against the topology: $judged"
 
@@ -302,21 +199,8 @@ step_done "ping RTTs against the topology: $judged"
 src=${dcs[0]} dst=${dcs[1]}
 configured_rate=$(jq -r --arg a "$src" --arg b "$dst" '.links[] | select(.src == $a and .dst == $b) | .rate' "$work/status.json")
 test_rate=100Mbit
+test_rate_bps=100e6
 "${docker[@]}" exec "$lab-controller" wanlab link set "$src" "$dst" --rate "$test_rate" >/dev/null
-check_iperf3() {
-  local goodput verdict
-  "${docker[@]}" exec -d "$lab-$dst-0" iperf3 -s -1 -J -p 5201
-  sleep 0.5
-  "${docker[@]}" exec "$lab-$src-0" iperf3 -c "$(ip_of "$dst-0")" -p 5201 -t 8 -C cubic -J --get-server-output \
-    >"$work/iperf3.json" || { cat "$work/iperf3.json"; fail "iperf3 $src-0 -> $dst-0 failed"; }
-  # The receiver's goodput from second 2 on (TCP has left slow start by then at this RTT).
-  goodput=$(jq '[.server_output_json.intervals[] | .sum | select(.start >= 2 and (.end - .start) > 0.9)]
-                | (map(.bytes) | add) * 8 / (map(.end - .start) | add)' "$work/iperf3.json")
-  verdict=$(awk -v g="$goodput" 'BEGIN { e = 100e6 * 1448 / 1514; d = (g - e) / e; if (d < 0) d = -d
-    printf "%s (expected %.1f Mbit/s, off by %.1f %%)", d < 0.05 ? "ok" : "OUT OF TOLERANCE", e / 1e6, d * 100 }')
-  measured "iperf3 $src-0 -> $dst-0 at $test_rate: goodput $(awk -v g="$goodput" 'BEGIN { printf "%.1f", g / 1e6 }') Mbit/s: $verdict"
-  [[ $verdict == ok* ]]
-}
 on_quiet_host "iperf3 goodput against the link rate" check_iperf3
 "${docker[@]}" exec "$lab-controller" wanlab link set "$src" "$dst" --rate "$configured_rate" >/dev/null
 step_done "iperf3 goodput against the link rate: $judged"

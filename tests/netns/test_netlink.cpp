@@ -520,3 +520,31 @@ TEST_CASE("sockets move; open() uses the caller's namespace", "[netns][netlink]"
   }
   CHECK(b.link_names() == std::vector<std::string>{"lo"});  // still bound to ns
 }
+
+TEST_CASE("address delete, and a swarm node's swap: plan address primary, Docker's secondary", "[netns][netlink]") {
+  RouterAndGateway lab;
+  Socket& g = lab.g;
+  auto addresses = [&] {
+    std::vector<std::pair<std::uint32_t, int>> out;
+    for (const auto& a : g.ipv4_addresses())
+      if (a.ifname == "br0") out.emplace_back(a.address, a.prefix_len);
+    return out;
+  };
+  // Docker's address in the upper /23, then what node-setup --swarm does (as ip addr del/add).
+  REQUIRE(g.add_address("br0", ip(198, 18, 2, 5), 23));
+  CHECK(g.delete_address("br0", ip(198, 18, 2, 5), 23));
+  CHECK_FALSE(g.delete_address("br0", ip(198, 18, 2, 5), 23));  // gone: not an error
+  REQUIRE(g.add_address("br0", ip(198, 18, 0, 6), 22));
+  REQUIRE(g.add_address("br0", ip(198, 18, 2, 5), 22));
+  const auto now = addresses();
+  // The kernel lists a subnet's primary before its secondaries.
+  const auto plan = std::find(now.begin(), now.end(), std::pair<std::uint32_t, int>{ip(198, 18, 0, 6), 22});
+  const auto docker = std::find(now.begin(), now.end(), std::pair<std::uint32_t, int>{ip(198, 18, 2, 5), 22});
+  REQUIRE(plan != now.end());
+  REQUIRE(docker != now.end());
+  CHECK(plan < docker);
+  CHECK(std::find(now.begin(), now.end(), std::pair<std::uint32_t, int>{ip(198, 18, 2, 5), 23}) == now.end());
+  CHECK(read_proc_net_in(lab.gw, "fib_trie").find("198.18.2.5") != std::string::npos);
+  // An unknown interface is named in the error.
+  CHECK_THROWS_WITH(g.delete_address("nothing0", ip(198, 18, 2, 5), 22), Catch::Contains("nothing0"));
+}

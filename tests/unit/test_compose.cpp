@@ -116,7 +116,25 @@ TEST_CASE("the swarm stack of a lab matches its golden file", "[unit][compose][s
   CHECK_THAT(y, Contains(R"(constraints: ["node.labels.wanlab.euw == true"])"));
   CHECK_THAT(y, Contains(R"(file: "./bench/scenarios/t-1b.json")"));
   CHECK_THAT(y, Contains(R"(name: "t-results")"));
+  // The token is the external secret <lab>-token in every service; no default token.
+  CHECK_THAT(y, !Contains("${WANLAB_TOKEN") && !Contains("environment"));
+  CHECK_THAT(y, Contains("secrets:\n  token:\n    external: true\n    name: \"t-token\""));
+  CHECK_THAT(y, Contains(R"("--token-file", "/run/secrets/wanlab-token")"));
+  // The control API: served with the token, published in host mode on the controller's host,
+  // which is also on a network that is not internal (publishing needs one).
+  CHECK_THAT(y, Contains(R"("--api", "0.0.0.0:7071")"));
+  CHECK_THAT(y, Contains("ports: [{target: 7071, published: 7071, protocol: tcp, mode: host}]"));
+  CHECK_THAT(y, Contains(R"(networks: ["use", "euw", "control"])"));
+  CHECK_THAT(y, Contains("  control:\n    name: \"t-control\"\n    driver: overlay\n    attachable: true\n    labels"));
 
+  SECTION("another published API port") {
+    o.api_port = 17071;
+    CHECK_THAT(compose::stack_file(two_dc(), o), Contains("published: 17071, protocol: tcp, mode: host"));
+    o.api_port = compose::kAgentPort;
+    CHECK_THROWS_WITH(compose::stack_file(two_dc(), o), Contains("--api-port 7070: not a port"));
+    o.api_port = 0;
+    CHECK_THROWS_WITH(compose::stack_file(two_dc(), o), Contains("--api-port 0: not a port"));
+  }
   SECTION("hosts named per DC or for the controller replace the labels") {
     o.hosts = {{"euw", "gpu-box-2"}, {"controller", "mgr"}};
     o.project = "/srv/wanlab";
@@ -150,4 +168,8 @@ TEST_CASE("topologies and placements a swarm stack refuses", "[unit][compose][sw
   CHECK_NOTHROW(compose::stack_file(big, o));
   o.hosts = {{"usw", "h1"}};
   CHECK_THROWS_WITH(compose::stack_file(two_dc(), o), Contains("--host usw=h1: lab t has no DC usw; name one of controller, use, euw"));
+  o.hosts.clear();
+  auto control = two_dc();
+  control.dcs[1].name = "control";
+  CHECK_THROWS_WITH(compose::stack_file(control, o), Contains("a swarm lab cannot have a DC named control"));
 }

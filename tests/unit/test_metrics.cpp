@@ -221,3 +221,43 @@ TEST_CASE("metrics over TCP: loopback only without a token, /metrics only, beare
   ioc.stop();
   t.join();
 }
+
+TEST_CASE("control API over TCP: the whole API, every request with the token, on loopback too", "[unit][api][security]") {
+  struct Recording : MetricsController {
+    std::vector<std::string> links;
+    nlohmann::json set_link(const std::string& src, const std::string& dst, const api::LinkChange&) override {
+      links.push_back(src + "->" + dst);
+      return {{"src", src}, {"dst", dst}};
+    }
+  } c;
+  boost::asio::io_context ioc;
+  CHECK_THROWS_WITH(api::TcpServer::control_api(ioc, "127.0.0.1:0", c, ""),
+                    Catch::Contains("needs a token") && Catch::Contains("on loopback too"));
+  CHECK_THROWS_AS(api::TcpServer::control_api(ioc, "nowhere:1", c, "t"), std::invalid_argument);
+  auto server = api::TcpServer::control_api(ioc, "127.0.0.1:0", c, "s3cret");
+  api::TcpServer metrics(ioc, "127.0.0.1:0", c, "s3cret", {"/metrics"});
+  std::thread t([&] { ioc.run_for(5s); });
+  api::Endpoint at{{}, "127.0.0.1:" + std::to_string(server->port()), "s3cret"};
+  const auto s = api::call(at, "GET", "/v1/status", {}, 5s);
+  CHECK(s.status == 200);
+  CHECK(s.body["lab"] == "m");
+  const auto l = api::call(at, "POST", "/v1/links/use/euw", R"({"delay": "40ms"})", 5s);
+  CHECK(l.status == 200);
+  CHECK(c.links == std::vector<std::string>{"use->euw"});
+  for (const std::string token : {"", "wrong!", "s3cre", "s3cret!"}) {
+    api::Endpoint bad = at;
+    bad.token = token;
+    CHECK(api::call(bad, "GET", "/v1/status", {}, 5s).status == 401);
+    CHECK(api::call(bad, "POST", "/v1/links/use/euw", R"({"delay": "1ms"})", 5s).status == 401);
+  }
+  CHECK(c.links.size() == 1);
+  // The metrics server stays what it was: /metrics only.
+  CHECK(api::call(api::Endpoint{{}, "127.0.0.1:" + std::to_string(metrics.port()), "s3cret"}, "GET", "/v1/status", {}, 5s)
+            .status == 404);
+  // Nothing listens: the error names the address.
+  server->close();
+  CHECK_THROWS_WITH(api::call(at, "GET", "/v1/status", {}, 2s), Catch::Contains("the controller's API at 127.0.0.1:"));
+  metrics.close();
+  ioc.stop();
+  t.join();
+}

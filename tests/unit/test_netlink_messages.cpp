@@ -479,3 +479,25 @@ TEST_CASE("messages move and expose their bytes", "[netlink]") {
   c = std::move(b);
   CHECK(c.bytes() == bytes);
 }
+
+TEST_CASE("address add and delete: ifaddrmsg and IFA_LOCAL as ip addr sends them", "[netlink]") {
+  const std::uint32_t addr = (198u << 24) | (18u << 16) | (0u << 8) | 2u;
+  for (const bool add : {true, false}) {
+    const auto m = add ? build_add_address(kIfindex, addr, 22) : build_delete_address(kIfindex, addr, 22);
+    CHECK(m.type() == (add ? RTM_NEWADDR : RTM_DELADDR));
+    CHECK((m.flags() & NLM_F_REQUEST) != 0);
+    if (add) CHECK(is_create(m));
+    else CHECK((m.flags() & (NLM_F_CREATE | NLM_F_EXCL)) == 0);
+    nlmsghdr* hdr = nlmsg_hdr(m.get());
+    nlattr* tb[IFA_MAX + 1] = {};
+    REQUIRE(nlmsg_parse(hdr, sizeof(ifaddrmsg), tb, IFA_MAX, nullptr) == 0);
+    const auto* am = static_cast<const ifaddrmsg*>(nlmsg_data(hdr));
+    CHECK(am->ifa_family == AF_INET);
+    CHECK(am->ifa_prefixlen == 22);
+    CHECK(am->ifa_index == static_cast<unsigned>(kIfindex));
+    CHECK(ntohl(attr_struct<std::uint32_t>(tb[IFA_LOCAL])) == addr);
+    CHECK(ntohl(attr_struct<std::uint32_t>(tb[IFA_ADDRESS])) == addr);
+  }
+  CHECK_THROWS_AS(build_delete_address(kIfindex, addr, 33), Error);
+  CHECK_THROWS_AS(build_add_address(kIfindex, addr, -1), Error);
+}

@@ -33,11 +33,13 @@ namespace {
 constexpr std::chrono::milliseconds kAcceptRetry{100};
 
 // What a connection may ask for: the Unix socket everything (its file mode keeps others
-// out), TCP only the paths given, with the bearer token where one is set.
+// out), TCP only the paths given, with the bearer token where one is set; TCP with
+// `control` everything, with the token (never empty there).
 struct Access {
   bool tcp = false;
   std::string token;                // TCP: required as "Authorization: Bearer TOKEN" unless empty
   std::vector<std::string> paths;   // TCP: the only paths served ("/metrics")
+  bool control = false;             // TCP: the whole control API (`up --api`)
 };
 
 // Constant time in the token's length: how much of a guess is right does not show.
@@ -71,7 +73,7 @@ class Session : public std::enable_shared_from_this<Session<Protocol>> {
     if (!access_.tcp) return std::nullopt;
     const std::string target(req.target());
     const auto path = target.substr(0, target.find('?'));
-    if (std::find(access_.paths.begin(), access_.paths.end(), path) == access_.paths.end())
+    if (!access_.control && std::find(access_.paths.begin(), access_.paths.end(), path) == access_.paths.end())
       return Response{404, {{"error", {{"code", "not_found"},
                                        {"message", fmt::format("this TCP port serves only {}", fmt::join(access_.paths, ", "))}}}}};
     if (!access_.token.empty()) {
@@ -241,19 +243,36 @@ struct TcpServer::Impl : Acceptor<Tcp> {
 
 TcpServer::TcpServer(net::io_context& ioc, const std::string& host_port, Controller& controller, std::string token,
                      std::vector<std::string> paths, std::chrono::milliseconds io_timeout) {
+  listen(ioc, host_port, controller, std::move(token), std::move(paths), false, io_timeout);
+}
+
+std::unique_ptr<TcpServer> TcpServer::control_api(net::io_context& ioc, const std::string& host_port,
+                                                  Controller& controller, std::string token,
+                                                  std::chrono::milliseconds io_timeout) {
+  std::unique_ptr<TcpServer> s(new TcpServer());
+  s->listen(ioc, host_port, controller, std::move(token), {}, true, io_timeout);
+  return s;
+}
+
+void TcpServer::listen(net::io_context& ioc, const std::string& host_port, Controller& controller, std::string token,
+                       std::vector<std::string> paths, bool control, std::chrono::milliseconds io_timeout) {
   const auto [host, port] = parse_host_port(host_port);
   struct {
     std::string host;
     std::uint16_t port;
   } a{host, port};
-  if (!is_loopback_host(a.host) && token.empty())
+  if (control && token.empty())
+    throw std::invalid_argument(fmt::format("{}: the control API over TCP needs a token (--token, --token-file or "
+                                            "$WANLAB_TOKEN), on loopback too: it can do what root can in the lab",
+                                            host_port));
+  if (!control && !is_loopback_host(a.host) && token.empty())
     throw std::invalid_argument(fmt::format("{}: not a loopback address: serving metrics there needs a token "
                                             "(--token or $WANLAB_TOKEN)",
                                             host_port));
   beast::error_code ec;
   const auto addr = a.host == "localhost" ? net::ip::make_address("127.0.0.1") : net::ip::make_address(a.host, ec);
   if (ec) throw std::invalid_argument(fmt::format("{}: '{}' is not an IP address", host_port, a.host));
-  impl_ = std::make_shared<Impl>(ioc, controller, io_timeout, Access{true, std::move(token), std::move(paths)});
+  impl_ = std::make_shared<Impl>(ioc, controller, io_timeout, Access{true, std::move(token), std::move(paths), control});
   const Tcp::endpoint ep(addr, a.port);
   impl_->acceptor.open(ep.protocol());
   impl_->acceptor.set_option(net::socket_base::reuse_address(true));
@@ -313,13 +332,18 @@ HttpReply http_get(const std::string& host_port, const std::string& target, cons
   return r;
 }
 
-Response call(const std::filesystem::path& socket_path, const std::string& method, const std::string& target,
-              const std::string& body, std::chrono::milliseconds timeout) {
-  net::io_context ioc;
-  Stream stream(ioc);
+namespace {
+
+// One request on `stream`, connected by `connect(stream, handler)`; `where` names the
+// controller in errors.
+template <class Stream, class Connect>
+Response call_on(Stream& stream, net::io_context& ioc, Connect connect, const std::string& where,
+                 const std::string& token, const std::string& method, const std::string& target,
+                 const std::string& body, std::chrono::milliseconds timeout) {
   http::request<http::string_body> req{http::string_to_verb(method), target, 11};
   req.set(http::field::host, "wanlab");
   req.set(http::field::content_type, "application/json");
+  if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
   req.body() = body;
   req.prepare_payload();
   beast::flat_buffer buffer;
@@ -329,7 +353,7 @@ Response call(const std::filesystem::path& socket_path, const std::string& metho
   std::string stage = "connect to";
 
   stream.expires_after(timeout);
-  stream.async_connect(Proto::endpoint(socket_path.string()), [&](beast::error_code ec) {
+  connect(stream, [&](beast::error_code ec) {
     if (ec) return void(failure = ec);
     stage = "send to";
     http::async_write(stream, req, [&](beast::error_code ec2, std::size_t) {
@@ -346,9 +370,7 @@ Response call(const std::filesystem::path& socket_path, const std::string& metho
     });
   });
   ioc.run();
-  if (failure)
-    throw std::runtime_error(fmt::format("cannot {} the controller at {}: {}", stage, socket_path.string(),
-                                         failure.message()));
+  if (failure) throw std::runtime_error(fmt::format("cannot {} {}: {}", stage, where, failure.message()));
   Response r;
   r.status = static_cast<int>(parser.get().result_int());
   if (const auto type = parser.get()[http::field::content_type]; !type.empty() && !type.starts_with("application/json")) {
@@ -362,6 +384,41 @@ Response call(const std::filesystem::path& socket_path, const std::string& metho
     r.body = {{"error", {{"code", "bad_reply"}, {"message", "the controller's answer is not JSON"}}}};
   }
   return r;
+}
+
+}  // namespace
+
+std::string Endpoint::describe() const {
+  return tcp.empty() ? fmt::format("the controller at {}", socket.string())
+                     : fmt::format("the controller's API at {}", tcp);
+}
+
+Response call(const std::filesystem::path& socket_path, const std::string& method, const std::string& target,
+              const std::string& body, std::chrono::milliseconds timeout) {
+  net::io_context ioc;
+  Stream stream(ioc);
+  const Proto::endpoint ep(socket_path.string());
+  return call_on(
+      stream, ioc, [&](Stream& s, auto handler) { s.async_connect(ep, handler); },
+      fmt::format("the controller at {}", socket_path.string()), {}, method, target, body, timeout);
+}
+
+Response call(const Endpoint& endpoint, const std::string& method, const std::string& target, const std::string& body,
+              std::chrono::milliseconds timeout) {
+  if (endpoint.tcp.empty()) return call(endpoint.socket, method, target, body, timeout);
+  const auto [host, port] = parse_host_port(endpoint.tcp);
+  net::io_context ioc;
+  beast::basic_stream<Tcp> stream(ioc);
+  beast::error_code ec;
+  Tcp::resolver resolver(ioc);
+  const auto eps = resolver.resolve(host, std::to_string(port), ec);
+  if (ec) throw std::runtime_error(fmt::format("cannot resolve {} ({}): {}", host, endpoint.tcp, ec.message()));
+  return call_on(
+      stream, ioc,
+      [&](beast::basic_stream<Tcp>& s, auto handler) {
+        s.async_connect(eps, [handler](beast::error_code e, const Tcp::endpoint&) { handler(e); });
+      },
+      endpoint.describe(), endpoint.token, method, target, body, timeout);
 }
 
 }  // namespace wanlab::api

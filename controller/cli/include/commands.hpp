@@ -15,6 +15,7 @@ struct UpArgs {
   std::uint64_t seed = 1;
   std::optional<std::string> agents_tcp;
   std::optional<std::string> metrics;  // HOST:PORT to serve GET /metrics on
+  std::optional<std::string> api;      // HOST:PORT to serve the control API on (with the token)
   std::string token;
   bool no_spawn_agents = false;
   bool router_only = false;        // containers: this namespace is the WAN router (lab/router_only.hpp)
@@ -38,6 +39,7 @@ struct ComposeArgs {
   std::string project = ".";
   bool swarm = false;               // a Docker Swarm stack file instead (compose::stack_file)
   std::vector<std::string> hosts;   // swarm: "DC=HOST" or "controller=HOST" placements
+  std::optional<int> api_port;      // swarm: the controller's published API port (compose::kApiPort)
 };
 /// Prints the docker-compose file of a lab (or its swarm stack file).
 int cmd_compose(const ComposeArgs& a, const std::string& command_line);

@@ -15,6 +15,8 @@ class ReplayCommands {
   explicit ReplayCommands(CLI::App& app);
   ~ReplayCommands();
   std::optional<int> run();
+  /// Whether `wanlab replay` (not `trace ...`) was given.
+  bool is_replay() const;
 
  private:
   struct Impl;

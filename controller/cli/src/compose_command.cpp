@@ -70,6 +70,11 @@ int cmd_compose(const ComposeArgs& a, const std::string& command_line) {
     o.hosts[h.substr(0, eq)] = h.substr(eq + 1);
   }
   o.project = a.project;
+  if (a.api_port && !a.swarm) {
+    fmt::print(stderr, "wanlab: compose: --api-port publishes a swarm stack's control API: add --swarm\n");
+    return 2;
+  }
+  if (a.api_port) o.api_port = *a.api_port;
   if (a.scenario) {
     try {
       const auto scenario = workload::load_scenario(*a.scenario);

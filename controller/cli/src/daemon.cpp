@@ -80,6 +80,7 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, Un
   boost::asio::steady_timer flush_timer(ioc);  // state-file writes, off the request path
   std::unique_ptr<api::Server> server;
   std::unique_ptr<api::TcpServer> metrics_server;  // --metrics
+  std::unique_ptr<api::TcpServer> api_server;      // --api
   std::unique_ptr<api::LabController> ctl;
   std::unique_ptr<run::RunManager> runs;
   std::unique_ptr<run::DaemonController> daemon;
@@ -95,6 +96,7 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, Un
       // do and ioc.run() returns.
       server->close();
       if (metrics_server) metrics_server->close();
+      if (api_server) api_server->close();
       signals.cancel();
       child_exits.cancel();
       flush_timer.cancel();
@@ -112,6 +114,10 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, Un
       metrics_server = std::make_unique<api::TcpServer>(ioc, *options.metrics_listen, *daemon, options.token,
                                                         std::vector<std::string>{"/metrics"});
       spdlog::info("lab {}: metrics on http://{}/metrics", name, *options.metrics_listen);
+    }
+    if (options.api_listen) {
+      api_server = api::TcpServer::control_api(ioc, *options.api_listen, *daemon, options.token);
+      spdlog::info("lab {}: control API on http://{}/v1 (bearer token)", name, *options.api_listen);
     }
   } catch (const std::exception& e) {
     spdlog::error("lab {} could not be built: {}", name, e.what());
@@ -173,6 +179,7 @@ int run_controller(const core::Topology& topo, const api::UpOptions& options, Un
     runs->close();
     server->close();
     if (metrics_server) metrics_server->close();
+    if (api_server) api_server->close();
     flush_timer.cancel();
     child_exits.cancel();
   });

@@ -164,6 +164,15 @@ void print_status(const nlohmann::json& s) {
 }  // namespace
 
 int cmd_status(const std::optional<std::string>& lab_arg, bool json) {
+  if (remote_api()) {
+    // One lab: the one whose controller --api names.
+    const auto remote = find_remote_lab(lab_arg);
+    if (json)
+      fmt::print("{}\n", remote.status.dump(2));
+    else
+      print_status(remote.status);
+    return 0;
+  }
   std::vector<std::string> labs = lab_arg ? std::vector<std::string>{*lab_arg} : lab::list_labs();
   if (lab_arg && !valid_lab_name(*lab_arg)) {
     fmt::print(stderr, "wanlab: '{}' is not a lab name\n", *lab_arg);
@@ -272,14 +281,20 @@ int cmd_link_set(const LinkSetArgs& a) {
                "wanlab: link set: nothing to change; give --delay, --jitter, --loss, --loss-burst, --rate or --queue\n");
     return 2;
   }
-  const auto found = find_lab(a.lab);
-  if (!lab::controller_alive(found.state.lab)) {
-    fmt::print(stderr, "wanlab: the controller of lab {} is not running; `wanlab down {}` then `up` again\n",
-               found.state.lab, found.state.lab);
-    return 1;
+  api::Endpoint endpoint;
+  if (remote_api()) {
+    (void)find_remote_lab(a.lab);
+    endpoint = *remote_api();
+  } else {
+    const auto found = find_lab(a.lab);
+    if (!lab::controller_alive(found.state.lab)) {
+      fmt::print(stderr, "wanlab: the controller of lab {} is not running; `wanlab down {}` then `up` again\n",
+                 found.state.lab, found.state.lab);
+      return 1;
+    }
+    endpoint.socket = lab::socket_path(found.state.lab);
   }
-  auto r = api::call(lab::socket_path(found.state.lab), "POST", fmt::format("/v1/links/{}/{}", a.src, a.dst),
-                     body.dump(), 10s);
+  auto r = api::call(endpoint, "POST", fmt::format("/v1/links/{}/{}", a.src, a.dst), body.dump(), 10s);
   if (r.status != 200) {
     const auto& e = r.body["error"];
     fmt::print(stderr, "wanlab: link set {}->{}: {}\n", a.src, a.dst, e.value("message", r.body.dump()));

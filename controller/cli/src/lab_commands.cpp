@@ -215,6 +215,7 @@ int cmd_up(const UpArgs& a) {
   options.agents_tcp = a.agents_tcp;
   options.token = a.token;
   options.metrics_listen = a.metrics;
+  options.api_listen = a.api;
   options.spawn_agents = !a.no_spawn_agents;
   options.router_only = a.router_only;
   options.swarm = a.swarm;

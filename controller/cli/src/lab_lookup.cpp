@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <regex>
 #include <stdexcept>
 
@@ -70,6 +71,48 @@ FoundLab find_lab_with_node(const std::optional<std::string>& name, const std::s
   }
   throw std::runtime_error(fmt::format("no node '{}' in {}; nodes are named <dc>-<index>, e.g. {}", node,
                                        name ? "lab " + *name : "any lab that is up", fmt::join(known, ", ")));
+}
+
+namespace {
+std::optional<api::Endpoint>& remote() {
+  static std::optional<api::Endpoint> endpoint;
+  return endpoint;
+}
+}  // namespace
+
+std::string& remote_workdir() {
+  static std::string dir = "/wanlab";
+  return dir;
+}
+
+void set_remote_api(std::optional<api::Endpoint> endpoint, std::string workdir) {
+  remote() = std::move(endpoint);
+  remote_workdir() = std::move(workdir);
+}
+
+std::string remote_path(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.is_absolute() ? path : (std::filesystem::path(remote_workdir()) / p).lexically_normal().string();
+}
+
+const std::optional<api::Endpoint>& remote_api() { return remote(); }
+
+RemoteLab find_remote_lab(const std::optional<std::string>& name) {
+  const auto& endpoint = remote_api();
+  if (!endpoint) throw std::logic_error("find_remote_lab without --api");
+  const auto r = api::call(*endpoint, "GET", "/v1/status", {}, std::chrono::seconds(10));
+  if (r.status == 401)
+    throw std::runtime_error(fmt::format("{} refused the token (401): give the lab's token in $WANLAB_TOKEN or "
+                                         "--api-token-file FILE",
+                                         endpoint->describe()));
+  if (r.status != 200 || !r.body.is_object() || !r.body.contains("lab") || !r.body["lab"].is_string())
+    throw std::runtime_error(fmt::format("{} answered GET /v1/status with {}: {}", endpoint->describe(), r.status,
+                                         r.body.dump()));
+  RemoteLab found{r.body["lab"].get<std::string>(), r.body};
+  if (name && *name != found.lab)
+    throw std::runtime_error(
+        fmt::format("{} is lab {}'s, not lab {}'s", endpoint->describe(), found.lab, *name));
+  return found;
 }
 
 }  // namespace wanlab::cli

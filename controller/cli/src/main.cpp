@@ -1,11 +1,14 @@
 // wanlab: builds, shapes, inspects and tears down multi-DC labs.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <spdlog/spdlog.h>
 
 #include "bench_command.hpp"
 #include "commands.hpp"
 #include "evidence_commands.hpp"
+#include "lab_lookup.hpp"
 #include "launch_command.hpp"
 #include "replay_commands.hpp"
 #include "memory_command.hpp"
@@ -27,6 +30,23 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.set_version_flag("--version", wanlab::version_line());
+  std::optional<std::string> api_at;
+  std::optional<std::string> api_token_file;
+  app.add_option("--api", api_at,
+                 "status, link set, replay and run talk to the controller whose API `wanlab up --api` serves at "
+                 "HOST:PORT (another host's lab, e.g. a swarm lab's router service) instead of a lab on this "
+                 "machine; its token from $WANLAB_TOKEN or --api-token-file. Paths a request names (scenario, "
+                 "trace, --out) are the controller's: relative ones are taken from its working folder (docs/docker.md). "
+                 "Default for those commands: $WANLAB_API")
+      ->type_name("HOST:PORT");
+  std::string api_dir = "/wanlab";
+  app.add_option("--api-dir", api_dir,
+                 "With --api: the controller's working folder, under which relative scenario, trace and --out paths "
+                 "are sent (the API takes absolute paths; default /wanlab, the containers' working folder)")
+      ->type_name("DIR");
+  app.add_option("--api-token-file", api_token_file,
+                 "With --api: read the token from the first line of FILE (keep it mode 600) instead of $WANLAB_TOKEN")
+      ->type_name("FILE");
 
   UpArgs up;
   auto* up_cmd = app.add_subcommand("up", "Bring a lab up from a topology file; returns when it is ready, leaving a "
@@ -44,6 +64,11 @@ int main(int argc, char** argv) {
                      "Serve GET /metrics (Prometheus text format, docs/metrics.md) over TCP on HOST:PORT, e.g. "
                      "127.0.0.1:9464; an address other than loopback needs --token, which scrapers send as "
                      "\"Authorization: Bearer TOKEN\"")
+      ->type_name("HOST:PORT");
+  up_cmd->add_option("--api", up.api,
+                     "Also serve the whole control API (status, link set, replay, runs) over TCP on HOST:PORT, for "
+                     "`wanlab --api HOST:PORT ...` from another host; every request must carry the token (--token, "
+                     "--token-file or $WANLAB_TOKEN), on loopback too")
       ->type_name("HOST:PORT");
   up_cmd->add_option("--token", up.token,
                      "Bearer token agents must present over TCP (default: $WANLAB_TOKEN). On the command line it is "
@@ -448,6 +473,10 @@ int main(int argc, char** argv) {
                           "With --swarm: run DC's node services (or the controller's) on the swarm node HOST "
                           "(repeatable); unnamed ones run on nodes labelled wanlab.DC=true (wanlab.controller=true)")
       ->type_name("DC=HOST");
+  compose_cmd->add_option("--api-port", compose_args.api_port,
+                          "With --swarm: the port the controller's host publishes its control API on, for `wanlab "
+                          "--api HOST:PORT ...` from any manager (default 7071)")
+      ->check(CLI::Range(1, 65535));
 
   ReplayCommands replay_commands(app);
 
@@ -510,6 +539,47 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e [%l] %v");
   set_invocation(argc, argv, app.get_subcommands().empty() ? std::string() : app.get_subcommands().front()->get_name());
 
+  const bool api_command = *status_cmd || *link_cmd || *run_cmd || replay_commands.is_replay();
+  if (const char* env = std::getenv("WANLAB_API"); !api_at && env && *env && api_command) api_at = env;
+  if (api_at) {
+    if (!api_command) {
+      fmt::print(stderr, "wanlab: --api HOST:PORT is for status, link set, replay and run\n");
+      return 2;
+    }
+    wanlab::api::Endpoint endpoint;
+    endpoint.tcp = *api_at;
+    try {
+      (void)wanlab::api::parse_host_port(*api_at);
+    } catch (const std::invalid_argument& e) {
+      fmt::print(stderr, "wanlab: --api: {}\n", e.what());
+      return 2;
+    }
+    if (api_token_file) {
+      std::string warning;
+      try {
+        endpoint.token = wanlab::read_secret_file(*api_token_file, warning);
+      } catch (const std::runtime_error& e) {
+        fmt::print(stderr, "wanlab: --api-token-file {}\n", e.what());
+        return 2;
+      }
+      if (!warning.empty()) fmt::print(stderr, "wanlab: warning: --api-token-file {}\n", warning);
+    } else if (const char* t = std::getenv("WANLAB_TOKEN"); t && *t) {
+      endpoint.token = t;
+    } else {
+      fmt::print(stderr, "wanlab: --api {}: give the lab's token in $WANLAB_TOKEN or --api-token-file FILE\n",
+                 *api_at);
+      return 2;
+    }
+    if (!std::filesystem::path(api_dir).is_absolute()) {
+      fmt::print(stderr, "wanlab: --api-dir {}: not an absolute path\n", api_dir);
+      return 2;
+    }
+    set_remote_api(std::move(endpoint), api_dir);
+  } else if (api_token_file) {
+    fmt::print(stderr, "wanlab: --api-token-file goes with --api HOST:PORT\n");
+    return 2;
+  }
+
   try {
     if (*up_cmd) {
       if (up_token_file) {
@@ -537,6 +607,19 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "wanlab: up: --agents-tcp needs --token (or $WANLAB_TOKEN): agents over TCP must "
                            "authenticate\n");
         return 2;
+      }
+      if (up.api) {
+        if (up.token.empty()) {
+          fmt::print(stderr, "wanlab: up: --api needs --token (or --token-file, $WANLAB_TOKEN): the control API over "
+                             "TCP can do what root can in the lab\n");
+          return 2;
+        }
+        try {
+          (void)wanlab::api::parse_host_port(*up.api);
+        } catch (const std::invalid_argument& e) {
+          fmt::print(stderr, "wanlab: up: --api: {}\n", e.what());
+          return 2;
+        }
       }
       if (up.metrics) {
         try {

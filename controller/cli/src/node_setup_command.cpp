@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <thread>
 
 #include <cerrno>
@@ -92,15 +91,10 @@ int cmd_node_setup(const std::string& topology, const std::string& node, const s
         if (a.ifname != ifname || !subnet.contains(core::Ipv4{a.address}) ||
             a.address == core::node_address(ik, i).value)
           continue;
-        const auto docker = core::Ipv4{a.address}.to_string();
-        for (const auto& cmd :
-             {fmt::format("ip -4 addr del {}/{} dev {}", docker, a.prefix_len, ifname),
-              fmt::format("ip -4 addr add {}/{} dev {}", core::node_address(ik, i).to_string(), subnet.length, ifname),
-              fmt::format("ip -4 addr add {}/{} dev {}", docker, subnet.length, ifname)})
-          if (std::system(cmd.c_str()) != 0) {
-            fmt::print(stderr, "wanlab: node-setup: `{}` failed\n", cmd);
-            return 1;
-          }
+        // As `ip addr del` and `ip addr add`, through netlink (Error names what failed).
+        here.delete_address(ifname, a.address, a.prefix_len);
+        here.add_address(ifname, core::node_address(ik, i).value, subnet.length);
+        here.add_address(ifname, a.address, subnet.length);
         break;
       }
       plan = lab::plan_swarm_node(topo, node, ifname, router, lab_backend);

@@ -124,7 +124,7 @@ struct ReplayCommands::Impl {
   std::optional<std::string> check_window;
 
   int run_replay();
-  int run_stop(const FoundLab& found);
+  int run_stop(const std::string& lab, const api::Endpoint& endpoint);
   int run_generate();
   int run_import();
   int run_check();
@@ -222,6 +222,8 @@ ReplayCommands::ReplayCommands(CLI::App& app) : impl_(std::make_unique<Impl>()) 
 
 ReplayCommands::~ReplayCommands() = default;
 
+bool ReplayCommands::is_replay() const { return impl_->replay && *impl_->replay; }
+
 std::optional<int> ReplayCommands::run() {
   auto& m = *impl_;
   if (*m.replay) return m.run_replay();
@@ -256,7 +258,13 @@ int ReplayCommands::Impl::run_replay() {
       fmt::print(stderr, "wanlab: replay --stop takes no trace file\n");
       return 2;
     }
-    return run_stop(find_lab(lab_name));
+    if (remote_api()) return run_stop(find_remote_lab(lab_name).lab, *remote_api());
+    const auto found = find_lab(lab_name);
+    if (!lab::controller_alive(found.state.lab)) {
+      fmt::print(stderr, "wanlab: the controller of lab {} is not running, so nothing replays\n", found.state.lab);
+      return 1;
+    }
+    return run_stop(found.state.lab, api::Endpoint{lab::socket_path(found.state.lab), {}, {}});
   }
   if (!trace) {
     fmt::print(stderr, "wanlab: replay: give a trace file (wanlab replay TRACE --link SRC:DST) or --stop\n");
@@ -291,18 +299,31 @@ int ReplayCommands::Impl::run_replay() {
     fmt::print(stderr, "wanlab: --loop: {} has no end, so no loop period; add \"#@ end=<time>\" to it\n", *trace);
     return 2;
   }
-  const auto found = find_lab(lab_name);
-  if (!lab::controller_alive(found.state.lab)) {
-    fmt::print(stderr, "wanlab: the controller of lab {} is not running; `wanlab down {}` then `up` again\n",
-               found.state.lab, found.state.lab);
-    return 1;
+  // Through --api the controller reads the trace from its own file system: the path goes as
+  // given, a relative one under the controller's working folder (--api-dir; a project's
+  // path in a swarm lab).
+  std::string lab_of;
+  api::Endpoint endpoint;
+  if (remote_api()) {
+    lab_of = find_remote_lab(lab_name).lab;
+    endpoint = *remote_api();
+  } else {
+    const auto found = find_lab(lab_name);
+    if (!lab::controller_alive(found.state.lab)) {
+      fmt::print(stderr, "wanlab: the controller of lab {} is not running; `wanlab down {}` then `up` again\n",
+                 found.state.lab, found.state.lab);
+      return 1;
+    }
+    lab_of = found.state.lab;
+    endpoint.socket = lab::socket_path(lab_of);
   }
-  nlohmann::json body = {
-      {"link", *link}, {"trace", fs::absolute(*trace).lexically_normal().string()}, {"format", format}};
+  nlohmann::json body = {{"link", *link},
+                         {"trace", remote_api() ? remote_path(*trace) : fs::absolute(*trace).lexically_normal().string()},
+                         {"format", format}};
   if (loop) body["mode"] = "loop";
   if (hold) body["mode"] = "hold";
   if (window) body["window"] = *window;
-  const auto r = api::call(lab::socket_path(found.state.lab), "POST", "/v1/replays", body.dump(), 10s);
+  const auto r = api::call(endpoint, "POST", "/v1/replays", body.dump(), 10s);
   if (r.status != 200) {
     fmt::print(stderr, "wanlab: replay on {}: {}\n", *link, api_error(r));
     const auto code = r.body.contains("error") ? r.body["error"].value("code", "") : "";
@@ -311,17 +332,13 @@ int ReplayCommands::Impl::run_replay() {
   if (loop) t->mode = replay::EndMode::loop;
   if (hold) t->mode = replay::EndMode::hold;
   fmt::print("replaying {} on {}->{} (lab {}): {}\n", *trace, r.body["src"].get<std::string>(),
-             r.body["dst"].get<std::string>(), found.state.lab, describe(*t));
+             r.body["dst"].get<std::string>(), lab_of, describe(*t));
   fmt::print("`wanlab status` shows its position and step lateness; `wanlab replay --stop --link {}` stops it\n",
              *link);
   return 0;
 }
 
-int ReplayCommands::Impl::run_stop(const FoundLab& found) {
-  if (!lab::controller_alive(found.state.lab)) {
-    fmt::print(stderr, "wanlab: the controller of lab {} is not running, so nothing replays\n", found.state.lab);
-    return 1;
-  }
+int ReplayCommands::Impl::run_stop(const std::string& lab_of, const api::Endpoint& endpoint) {
   std::string target = "/v1/replays";
   if (link) {
     try {
@@ -332,13 +349,13 @@ int ReplayCommands::Impl::run_stop(const FoundLab& found) {
       return 2;
     }
   }
-  const auto r = api::call(lab::socket_path(found.state.lab), "DELETE", target, {}, 10s);
+  const auto r = api::call(endpoint, "DELETE", target, {}, 10s);
   if (r.status != 200) {
     fmt::print(stderr, "wanlab: replay --stop: {}\n", api_error(r));
     return r.status == 404 ? 2 : 1;
   }
   const auto& stopped = r.body["stopped"];
-  if (stopped.empty()) fmt::print("no replay was running in lab {}\n", found.state.lab);
+  if (stopped.empty()) fmt::print("no replay was running in lab {}\n", lab_of);
   for (const auto& s : stopped)
     fmt::print("stopped replay of {} on {}->{} at step {}/{}{} ({}); {} steps applied, {}\n",
                s["trace"].get<std::string>(), s["src"].get<std::string>(), s["dst"].get<std::string>(),

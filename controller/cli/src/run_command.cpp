@@ -7,6 +7,7 @@
 
 #include "bench_plots.hpp"
 #include "commands.hpp"
+#include "lab_lookup.hpp"
 #include "run_support.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/core/topology.hpp"
@@ -23,7 +24,7 @@ double num(const nlohmann::json& j, const char* a, const char* b = nullptr) {
   return v.is_number() ? v.get<double>() : 0.0;
 }
 
-void print_summary(const nlohmann::json& s, const fs::path& out) {
+void print_summary(const nlohmann::json& s, const std::string& out) {
   fmt::print("\nrun {} ({} policy, {} backend, scale {}):\n", s.value("run", "?"), s.value("policy", "?"),
              s.value("backend", "?"), s.value("scale", 1.0));
   fmt::print("  iteration time  mean {:.3f} s, p50 {:.3f} s, p99 {:.3f} s\n", num(s, "iteration_time_s", "mean"),
@@ -69,7 +70,7 @@ void print_summary(const nlohmann::json& s, const fs::path& out) {
                    why.get<std::string>());
   }
   fmt::print("  results in {}/ (summary.json, timeline.json: open in https://ui.perfetto.dev, links.csv)\n",
-             out.string());
+             out);
 }
 
 }  // namespace
@@ -86,6 +87,28 @@ int cmd_run(const RunArgs& a) {
     fmt::print(stderr, "wanlab: {}\n", e.what());
     return 2;
   }
+  if (remote_api()) {
+    // The controller --api names runs it: the scenario and the run folder are its paths
+    // (relative ones under its working folder, --api-dir), the summary comes back in its
+    // answers. The scenario is checked here first, from this host's copy of the project.
+    RemoteLab remote;
+    try {
+      remote = find_remote_lab(std::nullopt);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "wanlab: {}\n", e.what());
+      return 1;
+    }
+    const fs::path out =
+        remote_path(a.out ? *a.out : (fs::path("bench-results") / (scenario.name + "-" + timestamp())).string());
+    catch_interrupts();
+    const auto outcome =
+        run_on_lab(remote.lab, RunRequest{remote_path(a.scenario), out, a.connections, std::nullopt}, scenario, a.quiet);
+    if (outcome.rc == 0)
+      print_summary(outcome.summary, fmt::format("{}: {}", remote_api()->tcp, out.string()));
+    else if (outcome.rc != 130)
+      fmt::print(stderr, "wanlab: {}\n", outcome.error);
+    return outcome.rc;
+  }
   // A lab that is up is used through its API (a router-only lab's too); bringing one up needs more.
   if (!lab_running(topo.name) && !check_privileges("run")) return 1;
   const fs::path out = fs::absolute(a.out ? fs::path(*a.out) : fs::path("runs") / (scenario.name + "-" + timestamp()));
@@ -96,7 +119,7 @@ int cmd_run(const RunArgs& a) {
   RunRequest request{fs::absolute(a.scenario), out, a.connections, std::nullopt};
   const auto outcome = run_on_lab(lab.name, request, scenario, a.quiet);
   if (outcome.rc == 0) {
-    print_summary(outcome.summary, out);
+    print_summary(outcome.summary, out.string());
     make_run_links_plot(out);  // plots/links.svg; a plot that fails is reported, the run stands
   } else if (outcome.rc != 130)
     fmt::print(stderr, "wanlab: {}\n", outcome.error);

@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "evidence_commands.hpp"
+#include "lab_lookup.hpp"
 #include "wanlab/workload/baselines.hpp"
 #include "wanlab/workload/plan.hpp"
 #include "wanlab/api/server.hpp"
@@ -111,12 +112,14 @@ RunOutcome run_on_lab(const std::string& lab_name, const RunRequest& request, co
                             what, printable(path->string(), 200));
       return o;
     }
+  // Through --api the controller's answers carry the summary (its files stay with it).
+  const auto endpoint = remote_api() ? *remote_api() : api::Endpoint{lab::socket_path(lab_name), {}, {}};
   nlohmann::json body = {{"scenario", request.scenario.string()}, {"out", request.out.string()}};
   if (request.connections) body["connections"] = *request.connections;
   if (request.policy) body["policy"] = *request.policy;
   api::Response r;
   try {
-    r = api::call(lab::socket_path(lab_name), "POST", "/v1/runs", body.dump());
+    r = api::call(endpoint, "POST", "/v1/runs", body.dump());
   } catch (const std::exception& e) {
     o.error = fmt::format("the controller of lab {} did not answer: {}", lab_name, e.what());
     return o;
@@ -139,7 +142,7 @@ RunOutcome run_on_lab(const std::string& lab_name, const RunRequest& request, co
     if (interrupted()) {
       fmt::print(stderr, "interrupted: aborting run {}\n", o.id);
       try {
-        api::call(lab::socket_path(lab_name), "DELETE", "/v1/runs/" + o.id, {}, std::chrono::seconds(10));
+        api::call(endpoint, "DELETE", "/v1/runs/" + o.id, {}, std::chrono::seconds(10));
       } catch (const std::exception&) {
       }
       o.rc = 130;
@@ -148,7 +151,7 @@ RunOutcome run_on_lab(const std::string& lab_name, const RunRequest& request, co
     }
     nlohmann::json st;
     try {
-      const auto s = api::call(lab::socket_path(lab_name), "GET", "/v1/runs/" + o.id, {}, std::chrono::seconds(10));
+      const auto s = api::call(endpoint, "GET", "/v1/runs/" + o.id, {}, std::chrono::seconds(10));
       if (s.status != 200) throw std::runtime_error(s.body.dump());
       st = s.body;
     } catch (const std::exception& e) {
@@ -164,6 +167,15 @@ RunOutcome run_on_lab(const std::string& lab_name, const RunRequest& request, co
       fmt::print("{}\n", line);
       std::fflush(stdout);
       last_line = line;
+    }
+    if (phase == "done" && remote_api()) {
+      if (!st.contains("summary") || !st["summary"].is_object()) {
+        o.error = fmt::format("run {} is done, but {} sent no summary", o.id, endpoint.describe());
+        return o;
+      }
+      o.summary = st["summary"];
+      o.rc = 0;
+      return o;
     }
     if (phase == "done") {
       std::ifstream f(request.out / "summary.json");

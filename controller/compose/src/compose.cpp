@@ -7,18 +7,13 @@
 #include <vector>
 
 #include "wanlab/core/address_plan.hpp"
+#include "yaml_text.hpp"
 
 namespace wanlab::compose {
 namespace {
 
-// A YAML scalar as a double-quoted string (JSON's escapes are YAML's).
-std::string q(const std::string& s) { return nlohmann::json(s).dump(); }
-
-std::string list(const std::vector<std::string>& items) {
-  std::vector<std::string> quoted;
-  for (const auto& i : items) quoted.push_back(q(i));
-  return fmt::format("[{}]", fmt::join(quoted, ", "));
-}
+using detail::list;
+using detail::q;
 
 // The host's end of DC k's bridge: the subnet's last usable address, clear of the
 // gateway (.1) and of every node (kMaxComposeNodes).
@@ -28,11 +23,7 @@ core::Ipv4 bridge_address(int dc) {
 }
 
 void check(const core::Topology& topo, const ComposeOptions& o) {
-  if (topo.lan.rate.bps > 0 || topo.lan.delay.count() > 0)
-    throw std::invalid_argument(fmt::format(
-        "{}: /lan: a compose lab cannot shape the LAN (rate {}, delay {}): a node's link to its DC's bridge "
-        "ends outside the containers; leave lan.rate and lan.delay out",
-        topo.source_file, to_string(topo.lan.rate), to_string(topo.lan.delay)));
+  detail::refuse_lan_shaping(topo, "compose", "bridge");
   for (std::size_t k = 0; k < topo.dcs.size(); ++k)
     if (topo.dcs[k].nodes > kMaxComposeNodes)
       throw std::invalid_argument(fmt::format(

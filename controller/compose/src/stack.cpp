@@ -9,17 +9,13 @@
 
 #include "wanlab/compose/compose.hpp"
 #include "wanlab/core/address_plan.hpp"
+#include "yaml_text.hpp"
 
 namespace wanlab::compose {
 namespace {
 
-std::string q(const std::string& s) { return nlohmann::json(s).dump(); }
-
-std::string list(const std::vector<std::string>& items) {
-  std::vector<std::string> quoted;
-  for (const auto& i : items) quoted.push_back(q(i));
-  return fmt::format("[{}]", fmt::join(quoted, ", "));
-}
+using detail::list;
+using detail::q;
 
 // A Docker config's key in the stack: letters, digits, '-' and '_' only.
 std::string config_key(const std::string& path) {
@@ -29,11 +25,7 @@ std::string config_key(const std::string& path) {
 }
 
 void check(const core::Topology& topo, const ComposeOptions& o) {
-  if (topo.lan.rate.bps > 0 || topo.lan.delay.count() > 0)
-    throw std::invalid_argument(fmt::format(
-        "{}: /lan: a swarm lab cannot shape the LAN (rate {}, delay {}): a node's link to its DC's overlay network "
-        "ends outside the containers; leave lan.rate and lan.delay out",
-        topo.source_file, to_string(topo.lan.rate), to_string(topo.lan.delay)));
+  detail::refuse_lan_shaping(topo, "swarm", "overlay network");
   for (std::size_t k = 0; k < topo.dcs.size(); ++k)
     if (topo.dcs[k].nodes > core::kMaxSwarmNodesPerDc)
       throw std::invalid_argument(fmt::format(
@@ -51,6 +43,14 @@ void check(const core::Topology& topo, const ComposeOptions& o) {
   }
   if (o.topology.empty()) throw std::invalid_argument("compose: no topology path");
   if (o.project.empty()) throw std::invalid_argument("--project: empty folder name");
+  if (o.api_port < 1 || o.api_port > 65535 || o.api_port == kAgentPort)
+    throw std::invalid_argument(fmt::format("--api-port {}: not a port from 1 to 65535 other than the agents' {}",
+                                            o.api_port, kAgentPort));
+  for (const auto& dc : topo.dcs)
+    if (dc.name == "control")
+      throw std::invalid_argument(fmt::format("{}: a swarm lab cannot have a DC named control: its network name "
+                                              "is the controller's own (<lab>-control)",
+                                              topo.source_file));
 }
 
 std::string placement(const ComposeOptions& o, const std::string& key) {
@@ -76,6 +76,11 @@ std::string stack_file(const core::Topology& topo, const ComposeOptions& o) {
   line("#       between one overlay network per DC; one service per node, running wanlab-agent");
   if (o.scenario && o.bench)
     line(fmt::format("#       (the controller then benchmarks {}, results in the volume {}-results)", *o.scenario, lab));
+  line(fmt::format("#   docker secret create {}-token FILE   first: the token (agents', the API's; a line of", lab));
+  line("#       random text, e.g. `openssl rand -hex 24 > FILE`), kept outside the stack");
+  line(fmt::format("#   WANLAB_TOKEN=... wanlab --api HOST:{} status   from any manager (HOST: the controller's host);",
+                   o.api_port));
+  line("#       likewise link set, replay and run");
   line(fmt::format("#   docker stack rm {}   removes every service, container, network and config of it", lab));
   line("#");
   line("# Services run where the swarm nodes are labelled for them (docker node update --label-add");
@@ -89,7 +94,7 @@ std::string stack_file(const core::Topology& topo, const ComposeOptions& o) {
   if (o.scenario) configs.emplace_back(config_key(*o.scenario), *o.scenario);
   for (const auto& t : o.traces) configs.emplace_back(config_key(t), t);
 
-  const std::string token = fmt::format("${{WANLAB_TOKEN:-wanlab-{}}}", lab);
+  const std::string token_file = "/run/secrets/wanlab-token";
   const std::string labels = fmt::format("{{org.wanlab.lab: {}}}", q(lab));
   auto config_mounts = [&](const std::vector<std::pair<std::string, std::string>>& which) {
     line("    configs:");
@@ -105,18 +110,23 @@ std::string stack_file(const core::Topology& topo, const ComposeOptions& o) {
   // As in compose labs: SYS_NICE for the engine's and the control plane's priorities.
   line("    cap_add: [NET_ADMIN, NET_RAW, SYS_NICE]");
   line("    sysctls: {net.ipv6.conf.all.disable_ipv6: \"1\"}");
-  line(fmt::format("    environment: {{WANLAB_TOKEN: {}}}", q(token)));
   line(fmt::format("    networks: {}", list([&] {
                      std::vector<std::string> n;
                      for (const auto& dc : topo.dcs) n.push_back(dc.name);
+                     n.push_back("control");
                      return n;
                    }())));
+  // Host mode: the port opens on the controller's host only (no routing mesh, whose
+  // virtual IP dnsrr services cannot have).
+  line(fmt::format("    ports: [{{target: {}, published: {}, protocol: tcp, mode: host}}]", kApiPort, o.api_port));
+  line("    secrets: [{source: token, target: wanlab-token, mode: 0400}]");
   config_mounts(configs);
   line(fmt::format("    volumes: [{}]", q("results:/wanlab/bench-results")));
   line("    working_dir: /wanlab");
   std::vector<std::string> cmd = {"wanlab",       "up",       o.topology,  "--router-only", "--swarm",
                                   "--foreground", "--no-spawn-agents", "--agents-tcp",
-                                  fmt::format("0.0.0.0:{}", kAgentPort)};
+                                  fmt::format("0.0.0.0:{}", kAgentPort), "--api", fmt::format("0.0.0.0:{}", kApiPort),
+                                  "--token-file", token_file};
   if (o.scenario && o.bench) {
     cmd.push_back("--then");
     cmd.push_back("wanlab bench " + *o.scenario);
@@ -140,15 +150,16 @@ std::string stack_file(const core::Topology& topo, const ComposeOptions& o) {
       line(fmt::format("    hostname: {}", node));
       line("    cap_add: [NET_ADMIN]");
       line("    sysctls: {net.ipv6.conf.all.disable_ipv6: \"1\", net.ipv4.tcp_slow_start_after_idle: \"0\"}");
-      line(fmt::format("    environment: {{WANLAB_TOKEN: {}}}", q(token)));
       line(fmt::format("    networks: [{}]", dc.name));
+      line("    secrets: [{source: token, target: wanlab-token, mode: 0400}]");
       std::vector<std::pair<std::string, std::string>> node_configs = {configs.front()};
       node_configs.insert(node_configs.end(), configs.begin() + (o.scenario ? 2 : 1), configs.end());
       config_mounts(node_configs);
       line("    working_dir: /wanlab");
       line(fmt::format("    command: {}",
                        list({"wanlab", "node-setup", "--swarm", "controller", o.topology, node, "--", "wanlab-agent",
-                             "--controller", fmt::format("tcp:controller:{}", kAgentPort), "--node", node})));
+                             "--controller", fmt::format("tcp:controller:{}", kAgentPort), "--node", node,
+                             "--token-file", token_file})));
       line("    deploy:");
       line("      endpoint_mode: dnsrr");
       line(fmt::format("      labels: {}", labels));
@@ -171,11 +182,21 @@ std::string stack_file(const core::Topology& topo, const ComposeOptions& o) {
     // VXLAN's 50 bytes) whatever the file says (Docker 20.10).
     line(fmt::format("    ipam: {{config: [{{subnet: {}}}]}}", core::swarm_task_subnet(ik).to_string()));
   }
+  line("  control:");
+  line(fmt::format("    name: {}", q(lab + "-control")));
+  line("    driver: overlay");
+  line("    attachable: true");
+  line(fmt::format("    labels: {}", labels));
   line("");
   line("volumes:");
   line("  results:");
   line(fmt::format("    name: {}", q(lab + "-results")));
   line(fmt::format("    labels: {}", labels));
+  line("");
+  line("secrets:");
+  line("  token:");
+  line("    external: true");
+  line(fmt::format("    name: {}", q(lab + "-token")));
   line("");
   line("configs:");
   std::set<std::string> seen;

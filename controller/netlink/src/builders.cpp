@@ -342,4 +342,34 @@ Message build_ipv4_forwarding(const std::string& ifname, bool on) {
   return Message(raw);
 }
 
+namespace {
+
+Message address_request(int type, int flags, int ifindex, std::uint32_t addr, int prefix_len, const std::string& op) {
+  const std::string object = fmt::format("{}.{}.{}.{}/{} on ifindex {}", addr >> 24, (addr >> 16) & 0xff,
+                                         (addr >> 8) & 0xff, addr & 0xff, prefix_len, ifindex);
+  if (prefix_len < 0 || prefix_len > 32) throw Error(op, object, EINVAL, "IPv4 prefix length outside 0..32");
+  Message m(check_alloc(nlmsg_alloc_simple(type, flags), op, object));
+  ifaddrmsg am{};
+  am.ifa_family = AF_INET;
+  am.ifa_prefixlen = static_cast<unsigned char>(prefix_len);
+  am.ifa_index = static_cast<unsigned>(ifindex);
+  check(nlmsg_append(m.get(), &am, sizeof am, NLMSG_ALIGNTO), op, object);
+  const std::uint32_t be = htonl(addr);
+  // IFA_LOCAL is the interface's address; IFA_ADDRESS the same on a broadcast link (as ip does).
+  check(nla_put(m.get(), IFA_LOCAL, sizeof be, &be), op, object);
+  check(nla_put(m.get(), IFA_ADDRESS, sizeof be, &be), op, object);
+  return m;
+}
+
+}  // namespace
+
+Message build_add_address(int ifindex, std::uint32_t addr, int prefix_len) {
+  return address_request(RTM_NEWADDR, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL, ifindex, addr, prefix_len,
+                         "build address add");
+}
+
+Message build_delete_address(int ifindex, std::uint32_t addr, int prefix_len) {
+  return address_request(RTM_DELADDR, NLM_F_REQUEST, ifindex, addr, prefix_len, "build address delete");
+}
+
 }  // namespace wanlab::netlink

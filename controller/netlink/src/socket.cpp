@@ -350,18 +350,23 @@ bool Socket::add_address(const std::string& ifname, std::uint32_t addr, int pref
   const std::string object = in_ns(fmt::format("{}/{} on {}", ipv4_text(addr), prefix_len, ifname), ns_name_);
   if (prefix_len < 0 || prefix_len > 32) throw Error(op, object, EINVAL, "IPv4 prefix length outside 0..32");
   const int index = require_ifindex(*this, ifname, op, object);
-  libnl::IfAddrPtr a(check_alloc(rtnl_addr_alloc(), op, object));
-  rtnl_addr_set_ifindex(a.get(), index);
-  rtnl_addr_set_family(a.get(), AF_INET);
-  const libnl::AddrPtr local = ipv4_addr(addr, prefix_len);
-  check(rtnl_addr_set_local(a.get(), local.get()), op, object);  // takes its own reference
-  rtnl_addr_set_prefixlen(a.get(), prefix_len);
-  nl_msg* raw = nullptr;
-  check(rtnl_addr_build_add_request(a.get(), NLM_F_CREATE | NLM_F_EXCL, &raw), op, object);
-  const Message msg(raw);
+  const Message msg = build_add_address(index, addr, prefix_len);
   std::string detail;
   const int err = exchange(sock_, msg.get(), nullptr, detail);
   if (err == EEXIST) return false;
+  if (err != 0) throw Error(op, object, err, detail);
+  return true;
+}
+
+bool Socket::delete_address(const std::string& ifname, std::uint32_t addr, int prefix_len) {
+  const std::string op = "delete address";
+  const std::string object = in_ns(fmt::format("{}/{} on {}", ipv4_text(addr), prefix_len, ifname), ns_name_);
+  if (prefix_len < 0 || prefix_len > 32) throw Error(op, object, EINVAL, "IPv4 prefix length outside 0..32");
+  const int index = require_ifindex(*this, ifname, op, object);
+  const Message msg = build_delete_address(index, addr, prefix_len);
+  std::string detail;
+  const int err = exchange(sock_, msg.get(), nullptr, detail);
+  if (err == EADDRNOTAVAIL) return false;  // the kernel's answer for an address the interface lacks
   if (err != 0) throw Error(op, object, err, detail);
   return true;
 }

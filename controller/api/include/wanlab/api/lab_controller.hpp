@@ -53,6 +53,9 @@ struct UpOptions {
   // Serve GET /metrics over TCP on HOST:PORT too (`up --metrics`); a non-loopback address
   // needs `token`, which scrapers then present.
   std::optional<std::string> metrics_listen{};
+  // Serve the whole control API over TCP on HOST:PORT too (`up --api`, a swarm lab's
+  // managers): every request must present `token`.
+  std::optional<std::string> api_listen{};
   bool spawn_agents = true;               // start agents in the nodes' namespaces for runs
   // Router-only lab (lab/router_only.hpp, containers): no namespaces are made; this process's
   // own namespace is the WAN router, on the interfaces that hold the DC gateways' addresses.

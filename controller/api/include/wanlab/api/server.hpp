@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,13 @@ class TcpServer {
   /// std::runtime_error where it cannot listen. Port 0: any free port (see port()).
   TcpServer(boost::asio::io_context& ioc, const std::string& host_port, Controller& controller, std::string token,
             std::vector<std::string> paths, std::chrono::milliseconds io_timeout = std::chrono::seconds(10));
+  /// The whole control API over TCP (`wanlab up --api HOST:PORT`: a lab driven from another
+  /// host, e.g. a swarm lab's managers). Whoever has the token may do what root may through
+  /// the Unix socket, so every request must carry it, on loopback too: an empty token throws
+  /// std::invalid_argument, as a bad HOST:PORT does; std::runtime_error where it cannot listen.
+  static std::unique_ptr<TcpServer> control_api(boost::asio::io_context& ioc, const std::string& host_port,
+                                                Controller& controller, std::string token,
+                                                std::chrono::milliseconds io_timeout = std::chrono::seconds(10));
   ~TcpServer();
   TcpServer(const TcpServer&) = delete;
   TcpServer& operator=(const TcpServer&) = delete;
@@ -53,6 +61,9 @@ class TcpServer {
   std::uint16_t port() const;
 
  private:
+  TcpServer() = default;
+  void listen(boost::asio::io_context& ioc, const std::string& host_port, Controller& controller, std::string token,
+              std::vector<std::string> paths, bool control, std::chrono::milliseconds io_timeout);
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
@@ -66,6 +77,21 @@ struct HttpReply {
 /// if the server cannot be reached or does not answer within `timeout`.
 HttpReply http_get(const std::string& host_port, const std::string& target, const std::string& token = {},
                    std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+/// Where a controller's control API answers: its Unix socket, or (tcp non-empty) HOST:PORT
+/// of `wanlab up --api`, with the token every request there carries.
+struct Endpoint {
+  std::filesystem::path socket;
+  std::string tcp;
+  std::string token;
+  /// "the controller at /run/wanlab/LAB/controller.sock" or "the controller's API at HOST:PORT".
+  std::string describe() const;
+};
+
+/// One request to a controller over TCP (Endpoint::tcp). Throws std::runtime_error as
+/// call() does.
+Response call(const Endpoint& endpoint, const std::string& method, const std::string& target,
+              const std::string& body = {}, std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 /// One request to a controller. Throws std::runtime_error if it cannot be reached or does
 /// not answer within `timeout`; API errors come back as a Response with status >= 400.

@@ -30,6 +30,9 @@
 namespace wanlab::compose {
 
 inline constexpr int kAgentPort = 7070;
+/// Swarm stacks: the controller's control API over TCP (`wanlab up --api`), published on
+/// its host for `wanlab --api HOST:PORT ...` from any manager.
+inline constexpr int kApiPort = 7071;
 /// With monitoring: the controller's /metrics, the dashboard and Prometheus.
 inline constexpr int kMetricsPort = 9464;
 inline constexpr int kDashboardPort = 8080;
@@ -63,6 +66,8 @@ struct ComposeOptions {
   std::string project = ".";
   // Swarm stacks only: the topology's trace files (project paths, e.g. "traces/a.csv").
   std::vector<std::string> traces;
+  // Swarm stacks only: the port the controller's host publishes the control API on.
+  int api_port = kApiPort;
 };
 
 /// The compose file. Throws std::invalid_argument naming the field and the reason where the
@@ -88,6 +93,13 @@ std::string compose_file(const core::Topology& topo, const ComposeOptions& optio
 ///     controller's address in its DC (resolved by name); then wanlab-agent connects to
 ///     tcp:controller:7070.
 ///   Agents, runs and `wanlab status` then see the plan's addresses, as in compose labs.
+/// The token (agents' and the control API's) is the Docker secret `<lab>-token`, made
+/// before the deploy (`docker secret create`), at /run/secrets/wanlab-token in every
+/// service. The controller also serves the control API (`up --api 0.0.0.0:kApiPort`),
+/// published in host mode on the controller's host (ComposeOptions::api_port): `wanlab --api
+/// HOST:PORT status|link set|replay|run` from any manager. Publishing needs a network that
+/// is not internal: the controller alone is also on `<lab>-control` (overlay, attachable),
+/// which the DC networks never reach.
 /// Placement: ComposeOptions::hosts, else node labels. The topology, the scenario and the
 /// topology's traces are Docker configs at their project paths under /wanlab; the controller's
 /// results go to the volume `<lab>-results` (at /wanlab/bench-results). Throws

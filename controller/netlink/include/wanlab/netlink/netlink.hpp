@@ -183,6 +183,12 @@ Message build_delete_root_qdisc(int ifindex);
 /// no /proc/sys write, so it works where /proc/sys is read-only, as in containers).
 Message build_ipv4_forwarding(const std::string& ifname, bool on);
 
+/// Adds the IPv4 address addr/prefix_len to interface `ifindex` (RTM_NEWADDR, create,
+/// exclusive: as `ip addr add`), or deletes it (RTM_DELADDR: `ip addr del`; the prefix
+/// length must be the address's). Throws Error for a prefix length outside 0..32.
+Message build_add_address(int ifindex, std::uint32_t addr /*host order*/, int prefix_len);
+Message build_delete_address(int ifindex, std::uint32_t addr /*host order*/, int prefix_len);
+
 /// An IPv4 address of an interface.
 struct InterfaceAddress {
   std::string ifname;
@@ -219,6 +225,10 @@ class Socket {
   void set_mac(const std::string& ifname, const std::array<std::uint8_t, 6>& mac);
   /// Returns false if the address already exists.
   bool add_address(const std::string& ifname, std::uint32_t addr, int prefix_len);
+  /// Deletes addr/prefix_len from the interface. Returns false if it has no such address.
+  /// Deleting a subnet's primary address deletes its secondaries too, unless the interface
+  /// promotes them (net.ipv4.conf.IF.promote_secondaries), as with `ip addr del`.
+  bool delete_address(const std::string& ifname, std::uint32_t addr, int prefix_len);
   /// Adds a route to dst/len via gateway (0: directly on ifname). False if it exists.
   bool add_route(std::uint32_t dst, int prefix_len, std::uint32_t gateway, const std::string& ifname);
   /// Deletes the main table's route to dst/len (whatever its next hop). False if there is none.
