@@ -12,6 +12,7 @@
 #include "wanlab/planner/memory.hpp"
 #include "wanlab/planner/search.hpp"
 #include "wanlab/sim/simulator.hpp"
+#include "wanlab/workload/memory.hpp"
 #include "wanlab/workload/plan.hpp"
 
 using namespace wanlab;
@@ -172,6 +173,40 @@ TEST_CASE("plan: memory of ZB-H1 and interleaved 1F1B peaks within 4 pp micro-ba
             i4.peak_bytes);
     }
   }
+}
+
+TEST_CASE("plan: the memoized schedule peaks equal the step-by-step walk", "[unit][planner]") {
+  using workload::Schedule;
+  int compared = 0;
+  for (int pp = 1; pp <= 8; ++pp)
+    for (int m = 1; m <= 4 * pp + 3; ++m)
+      for (Schedule sched : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::zb_h1, Schedule::interleaved_1f1b})
+        for (int v : {1, 2, 3, 4}) {
+          if ((sched == Schedule::interleaved_1f1b) != (v > 1)) continue;
+          if (sched == Schedule::interleaved_1f1b && (pp < 2 || m % pp != 0)) continue;
+          // Even, front- and back-heavy chunk splits (the balanced search makes uneven ones).
+          std::vector<std::vector<int>> splits = {std::vector<int>(static_cast<std::size_t>(v), 3)};
+          std::vector<int> front(static_cast<std::size_t>(v), 2), back(static_cast<std::size_t>(v), 2);
+          front.front() = 5;
+          back.back() = 7;
+          splits.push_back(front);
+          splits.push_back(back);
+          for (int stage = 0; stage < pp; ++stage)
+            for (const auto& chunks : splits)
+              for (bool head : {false, true}) {
+                INFO(workload::to_string(sched) << " v " << v << " pp " << pp << " stage " << stage << " m " << m
+                                                << " head " << head << " chunk0 " << chunks.front());
+                const auto walked = workload::schedule_peak_stepwise(sched, v, pp, stage, m, chunks, head);
+                const auto memo = workload::schedule_peak(sched, v, pp, stage, m, chunks, head);
+                CHECK(memo.layer_units == walked.layer_units);
+                CHECK(memo.head_units == walked.head_units);
+                CHECK(memo.in_flight == walked.in_flight);
+                // Asked again: the memo answers the same.
+                CHECK(workload::schedule_peak(sched, v, pp, stage, m, chunks, head) == walked);
+                ++compared;
+              }
+        }
+  CHECK(compared > 5000);
 }
 
 TEST_CASE("plan: balanced layers even out the stages' compute within memory", "[unit][planner]") {
@@ -352,6 +387,20 @@ TEST_CASE("plan: bad input is refused in one line", "[unit][planner]") {
     const auto e = plan_error(gpt_scenario(3, 2, 4), topo, o);
     CHECK_THAT(e, Contains("--budget 1 s is too short for one candidate"));
     CHECK(e.find('\n') == std::string::npos);
+  }
+  SECTION("a budget that runs out in the estimates keeps the best so far") {
+    auto o = options(topo, 24);
+    const auto whole = search(gpt_scenario(3, 2, 4), topo, o);
+    // Every clock reading takes a second: the estimates stop at half the budget.
+    o.budget_s = 2 * 40;
+    double t = 0;
+    o.clock = [&t] { return t += 1; };
+    const auto cut = search(gpt_scenario(3, 2, 4), topo, o);
+    CHECK(cut.budget_ran_out);
+    CHECK(cut.space < whole.space);
+    CHECK(cut.space <= 40);
+    REQUIRE(!cut.ranked.empty());
+    CHECK(cut.ranked.front().full_s.has_value());
   }
   SECTION("no DC") {
     auto o = options(topo, 24);

@@ -647,6 +647,9 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
   MemoryUse smallest;
   smallest.peak_bytes = std::numeric_limits<double>::infinity();
   std::size_t done_chains = 0;
+  // The estimates stop at half the budget, keeping the best so far; false once they did.
+  const double estimate_until = 0.5 * o.budget_s;
+  const auto estimate_all = [&] {
   for (const auto& chain_idx : chains) {
     std::vector<std::size_t> chain;
     std::string set_key;
@@ -701,6 +704,7 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
               const auto& bal = est.balanced(pp, tp, mbs, sched, v, m, sid);
               for (bool balanced : {false, true}) {
                 if (balanced && bal.layers == even) continue;
+                if (elapsed() > estimate_until) return false;
                 ++result.space;
                 const auto& mem = est.memory(pp, tp, mbs, sched, v, m, balanced ? sid : -1);
                 if (mem.peak_bytes < smallest.peak_bytes) smallest = mem;
@@ -733,6 +737,15 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
       }
     }
     report("estimate", ++done_chains, chains.size(), nullptr);
+  }
+  return true;
+  };
+  if (!estimate_all()) {
+    result.budget_ran_out = true;
+    if (result.fit == 0)
+      throw PlanError(fmt::format("--budget {} s is too short for one candidate: the estimates ran {:.2f} s and none "
+                                  "within memory was found yet; give at least {:.0f} s",
+                                  o.budget_s, elapsed(), std::ceil(elapsed() * 4)));
   }
   for (std::size_t i = 0; i < fit_by_schedule.size(); ++i) {
     Candidate named;

@@ -6,6 +6,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
 #include <stdexcept>
 
 #include "wanlab/core/diagnostics.hpp"
@@ -20,23 +24,94 @@ using program::OpKind;
 
 double gib(std::uint64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(kGiB); }
 
-// Layer activations the stage holds, in units of 1/(2 v) of its layers, at the schedule's
-// peak: a forward adds 2 units for its chunk, a full backward frees them, a zero-bubble
-// input pass frees one (the weight pass keeps the GEMM inputs, about half) and the weight
-// pass the other. Returns the peak units and the peak count of forwards held.
-struct Peak {
-  std::uint64_t layer_units = 0;  // sum over held (mb, chunk) of 2 x chunk layers (halved after B)
-  std::uint64_t head_units = 0;   // held micro-batches of the last chunk of the last stage, x 2
-  int in_flight = 0;
+// One stage's schedule, reduced to what the memory model needs: after each forward, U_c =
+// the units chunk c holds (a forward adds 2, a full backward frees 2, a zero-bubble input
+// pass 1 and its weight pass the other 1). The peak of sum_c layers_c U_c over those points
+// is reached at a point no other dominates in every chunk, so only those are kept; the
+// profile depends on (schedule, v, pp, stage, micro-batches) alone and is memoized.
+struct Profile {
+  std::vector<std::vector<std::int64_t>> frontier;  // undominated U vectors after forwards
+  std::int64_t last_chunk_peak = 0;                 // max U_{v-1} after forwards (the head)
+  int in_flight = 0;                                // max forwards held
+  std::size_t chunks = 0;                           // highest chunk seen + 1
 };
 
-Peak schedule_peak(const Scenario& s, int stage, const std::vector<int>& chunk_layers, bool has_head) {
-  const auto& par = s.parallelism;
-  const int v = s.virtual_stages;
-  Peak peak;
+Profile make_profile(const std::vector<PipelineStep>& steps, int v) {
+  Profile p;
+  std::vector<std::int64_t> u(static_cast<std::size_t>(std::max(v, 1)), 0);
+  int held = 0;
+  for (const auto& st : steps) {
+    const auto c = static_cast<std::size_t>(st.chunk);
+    if (c >= u.size()) u.resize(c + 1, 0);
+    p.chunks = std::max(p.chunks, c + 1);
+    if (st.kind == OpKind::forward) {
+      u[c] += 2;
+      ++held;
+      p.in_flight = std::max(p.in_flight, held);
+      if (static_cast<int>(c) == v - 1) p.last_chunk_peak = std::max(p.last_chunk_peak, u[c]);
+      const auto dominates = [](const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b) {
+        for (std::size_t i = 0; i < b.size(); ++i)
+          if ((i < a.size() ? a[i] : 0) < b[i]) return false;
+        return true;
+      };
+      if (std::any_of(p.frontier.begin(), p.frontier.end(), [&](const auto& f) { return dominates(f, u); })) continue;
+      std::erase_if(p.frontier, [&](const auto& f) { return dominates(u, f); });
+      p.frontier.push_back(u);
+    } else {
+      u[c] -= st.part == BackwardPart::full ? 2 : 1;
+      if (st.part != BackwardPart::input) --held;
+    }
+  }
+  return p;
+}
+
+using ProfileKey = std::tuple<int, int, int, int, int>;  // schedule, v, pp, stage, micro-batches
+
+std::shared_ptr<const Profile> profile(Schedule schedule, int v, int pp, int stage, int micro_batches) {
+  static std::mutex mutex;
+  static std::map<ProfileKey, std::shared_ptr<const Profile>> cache;
+  const ProfileKey key{static_cast<int>(schedule), v, pp, stage, micro_batches};
+  {
+    const std::lock_guard lock(mutex);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  // Built outside the lock: pipeline_steps validates (and throws) as before.
+  std::vector<std::pair<ProfileKey, std::shared_ptr<const Profile>>> made;
+  if (schedule == Schedule::gpipe && pp >= 1 && stage >= 0 && stage < pp && micro_batches > 0 && v >= 1) {
+    // Closed form: every forward (chunk 0) runs before any backward.
+    Profile p;
+    p.frontier = {{2 * static_cast<std::int64_t>(micro_batches)}};
+    p.last_chunk_peak = v == 1 ? 2 * static_cast<std::int64_t>(micro_batches) : 0;
+    p.in_flight = micro_batches;
+    p.chunks = 1;
+    made.emplace_back(key, std::make_shared<const Profile>(std::move(p)));
+  } else if (schedule == Schedule::zb_h1 && stage >= 0 && stage < pp) {
+    // ZB-H1's steps come for every stage at once: keep them all.
+    for (int st = 0; st < pp; ++st)
+      made.emplace_back(ProfileKey{static_cast<int>(schedule), v, pp, st, micro_batches},
+                        std::make_shared<const Profile>(make_profile(pipeline_steps(schedule, v, pp, st, micro_batches), v)));
+  } else {
+    made.emplace_back(key, std::make_shared<const Profile>(
+                               make_profile(pipeline_steps(schedule, v, pp, stage, micro_batches), v)));
+  }
+  const std::lock_guard lock(mutex);
+  std::shared_ptr<const Profile> out;
+  for (auto& [k, p] : made) {
+    auto it = cache.try_emplace(k, std::move(p)).first;
+    if (k == key) out = it->second;
+  }
+  return out;
+}
+
+}  // namespace
+
+SchedulePeak schedule_peak_stepwise(Schedule schedule, int virtual_stages, int pp, int stage, int micro_batches,
+                                    const std::vector<int>& chunk_layers, bool has_head) {
+  const int v = virtual_stages;
+  SchedulePeak peak;
   std::int64_t units = 0, head = 0;
   int held = 0;
-  for (const auto& st : pipeline_steps(s.schedule, v, par.pp, stage, s.micro_batches)) {
+  for (const auto& st : pipeline_steps(schedule, v, pp, stage, micro_batches)) {
     const auto layers = static_cast<std::int64_t>(chunk_layers.at(static_cast<std::size_t>(st.chunk)));
     const bool head_chunk = has_head && st.chunk == v - 1;
     std::int64_t delta = 0, hdelta = 0;
@@ -61,7 +136,23 @@ Peak schedule_peak(const Scenario& s, int stage, const std::vector<int>& chunk_l
   return peak;
 }
 
-}  // namespace
+SchedulePeak schedule_peak(Schedule schedule, int virtual_stages, int pp, int stage, int micro_batches,
+                           const std::vector<int>& chunk_layers, bool has_head) {
+  const auto p = profile(schedule, virtual_stages, pp, stage, micro_batches);
+  if (p->chunks > chunk_layers.size())
+    throw std::out_of_range(fmt::format("schedule_peak: the schedule runs {} chunks, {} given layer counts", p->chunks,
+                                        chunk_layers.size()));
+  SchedulePeak peak;
+  for (const auto& u : p->frontier) {
+    std::int64_t units = 0;
+    for (std::size_t c = 0; c < u.size() && c < chunk_layers.size(); ++c)
+      units += u[c] * static_cast<std::int64_t>(chunk_layers[c]);
+    peak.layer_units = std::max(peak.layer_units, static_cast<std::uint64_t>(units));
+  }
+  peak.head_units = has_head ? static_cast<std::uint64_t>(p->last_chunk_peak) : 0;
+  peak.in_flight = p->in_flight;
+  return peak;
+}
 
 std::uint64_t gpu_memory_bytes(std::string_view kind) {
   // Data-sheet HBM capacities (SXM parts): A100 80GB, H100 80GB, H200 141GB.
@@ -112,7 +203,8 @@ std::vector<StageMemory> stage_memory(const Scenario& s) {
     sm.optimizer = static_cast<std::uint64_t>(static_cast<double>(c.parameters_per_gpu) * opt);
     sm.reserve = s.memory.reserve_bytes;
     const auto chunk_layers = s.virtual_stages > 1 ? split_layers(c.layers, s.virtual_stages) : std::vector<int>{c.layers};
-    const Peak peak = schedule_peak(s, c.stage, chunk_layers, c.lm_head);
+    const SchedulePeak peak =
+        schedule_peak(s.schedule, s.virtual_stages, par.pp, c.stage, s.micro_batches, chunk_layers, c.lm_head);
     sm.peak_in_flight = peak.in_flight;
     if (s.memory.recompute) {
       // Each held (micro-batch, layer) keeps its input; one layer (and the logits) is rebuilt at a time.

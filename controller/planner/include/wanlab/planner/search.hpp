@@ -27,7 +27,8 @@
 //      the best few are tried again with every policy x connections;
 //   3. the default model (SearchOptions::full) runs the best of those and the greedy rule,
 //      and ranks them.
-// The budget (seconds of wall time) cuts phase 2 at 70 % of it and phase 3 when it is
+// The budget (seconds of wall time) cuts phase 1 at 50 % of it (keeping the best estimates
+// so far; none within memory by then is an error), phase 2 at 70 % and phase 3 when it is
 // spent, keeping what was predicted; phase 3 always predicts at least the best candidate.
 #include <chrono>
 #include <cstddef>

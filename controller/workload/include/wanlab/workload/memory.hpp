@@ -33,6 +33,25 @@ namespace wanlab::workload {
 
 inline constexpr std::uint64_t kGiB = 1024ull * 1024 * 1024;
 
+/// What a stage holds at its schedule's peak, taken after each forward: layer_units sums
+/// 2 x chunk layers over the held (micro-batch, chunk) forwards (halved once a zero-bubble
+/// input pass ran), head_units counts 2 per held micro-batch of the last chunk when the
+/// stage has the LM head, in_flight the most forwards held.
+struct SchedulePeak {
+  std::uint64_t layer_units = 0;
+  std::uint64_t head_units = 0;
+  int in_flight = 0;
+  bool operator==(const SchedulePeak&) const = default;
+};
+
+/// The peak of stage `stage` for `chunk_layers` (v entries), memoized per (schedule, v, pp,
+/// stage, micro_batches): the schedule's steps are walked once per key, not per call.
+SchedulePeak schedule_peak(Schedule schedule, int virtual_stages, int pp, int stage, int micro_batches,
+                           const std::vector<int>& chunk_layers, bool has_head);
+/// The same, by walking pipeline_steps() every call (the reference schedule_peak matches).
+SchedulePeak schedule_peak_stepwise(Schedule schedule, int virtual_stages, int pp, int stage, int micro_batches,
+                                    const std::vector<int>& chunk_layers, bool has_head);
+
 /// The memory of one GPU of `kind` (core::known_gpu_kinds()); throws std::invalid_argument
 /// for a kind the table lacks.
 std::uint64_t gpu_memory_bytes(std::string_view kind);
