@@ -650,95 +650,95 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
   // The estimates stop at half the budget, keeping the best so far; false once they did.
   const double estimate_until = 0.5 * o.budget_s;
   const auto estimate_all = [&] {
-  for (const auto& chain_idx : chains) {
-    std::vector<std::size_t> chain;
-    std::string set_key;
-    {
-      auto sorted = chain_idx;
-      std::sort(sorted.begin(), sorted.end());
-      for (auto i : sorted) set_key += topo.dcs[o.dcs[i].dc].name + "+";
-    }
-    for (auto i : chain_idx) chain.push_back(o.dcs[i].dc);
-    // Interleaved chunks wrap from the chain's last DC to its first.
-    const bool wraps = chain.size() < 2 || (topo.find_link(chain.back(), chain.front()) &&
-                                            topo.find_link(chain.front(), chain.back()));
-    const int k = static_cast<int>(chain.size());
-    for (int tp : tps) {
-      std::vector<int> slots;
-      for (auto i : chain_idx) slots.push_back(replica_slots(topo.dcs[o.dcs[i].dc], o.dcs[i].gpus, tp));
-      if (*std::min_element(slots.begin(), slots.end()) < 1) continue;
-      for (int pp = k; pp <= std::min(scenario.model.layers, kMaxStages); ++pp) {
-        const int room = max_dp(slots, pp);
-        if (room < 1) continue;
-        for (long n : counts) {
-          const int dp = static_cast<int>(std::min<long>(room, n / (static_cast<long>(pp) * tp)));
-          if (dp < 1) continue;
-          Candidate c;
-          c.chain = chain;
-          c.stages = split_stages(slots, pp, dp);
-          c.par = {pp, dp, tp};
-          c.connections = scenario.connections;
-          c.policy = scenario.policy;
-          c.gpu_limit = n;
-          std::vector<double> speeds;
-          for (std::size_t i = 0; i < chain.size(); ++i)
-            speeds.insert(speeds.end(), static_cast<std::size_t>(c.stages[i]), est.speed(chain[i]));
-          if (std::adjacent_find(speeds.begin(), speeds.end(), std::not_equal_to<>()) == speeds.end())
-            speeds.resize(std::min<std::size_t>(speeds.size(), 1));  // one kind: a shorter key, the same split
-          const int sid = est.speeds_id(speeds);
-          for (int mbs : kMicroBatchSizes) {
-            const int m0 = micro_batches_for(result.batch, dp, mbs);
-            const auto& even_work = est.work(pp, tp, mbs, even_layers[static_cast<std::size_t>(pp)]);
-            for (const auto& schedule_choice : kSchedules) {
-              const auto [sched, v] = schedule_choice;
-              int m = m0;
-              // One stage: every schedule runs its micro-batches one after another; 1F1B holds least.
-              if (pp == 1 && sched != Schedule::one_f_one_b) continue;
-              if (sched == Schedule::interleaved_1f1b) {
-                // Chunks wrap from the last stage to the first; micro-batches run in groups of pp.
-                if (pp < 2 || scenario.model.layers / pp < v || (k > 1 && !wraps)) continue;
-                m = (m0 + pp - 1) / pp * pp;
-              }
-              if (m > kMaxMicroBatches) continue;
-              const auto& even = even_layers[static_cast<std::size_t>(pp)];
-              const auto& bal = est.balanced(pp, tp, mbs, sched, v, m, sid);
-              for (bool balanced : {false, true}) {
-                if (balanced && bal.layers == even) continue;
-                if (elapsed() > estimate_until) return false;
-                ++result.space;
-                const auto& mem = est.memory(pp, tp, mbs, sched, v, m, balanced ? sid : -1);
-                if (mem.peak_bytes < smallest.peak_bytes) smallest = mem;
-                if (!mem.fits()) continue;
-                ++result.fit;
-                c.micro_batch_size = mbs;
-                c.micro_batches = m;
-                c.schedule = sched;
-                c.virtual_stages = v;
-                c.balanced = balanced;
-                ++fit_by_schedule[static_cast<std::size_t>(&schedule_choice - kSchedules)];
-                fit_balanced += balanced ? 1 : 0;
-                c.layers = balanced ? bal.layers : even;
-                c.memory_bytes = mem.peak_bytes;
-                c.estimate_s = est.estimate(c, balanced ? *bal.work : even_work);
-                auto [it, fresh] = per_set.try_emplace({set_key, n}, c);
-                if (!fresh && worse(c, it->second)) it->second = c;
-                if (best.size() < o.fast_extra) {
-                  best.push_back(c);
-                  std::push_heap(best.begin(), best.end(), worse);
-                } else if (!best.empty() && worse(c, best.front())) {
-                  std::pop_heap(best.begin(), best.end(), worse);
-                  best.back() = c;
-                  std::push_heap(best.begin(), best.end(), worse);
+    for (const auto& chain_idx : chains) {
+      std::vector<std::size_t> chain;
+      std::string set_key;
+      {
+        auto sorted = chain_idx;
+        std::sort(sorted.begin(), sorted.end());
+        for (auto i : sorted) set_key += topo.dcs[o.dcs[i].dc].name + "+";
+      }
+      for (auto i : chain_idx) chain.push_back(o.dcs[i].dc);
+      // Interleaved chunks wrap from the chain's last DC to its first.
+      const bool wraps = chain.size() < 2 ||
+                         (topo.find_link(chain.back(), chain.front()) && topo.find_link(chain.front(), chain.back()));
+      const int k = static_cast<int>(chain.size());
+      for (int tp : tps) {
+        std::vector<int> slots;
+        for (auto i : chain_idx) slots.push_back(replica_slots(topo.dcs[o.dcs[i].dc], o.dcs[i].gpus, tp));
+        if (*std::min_element(slots.begin(), slots.end()) < 1) continue;
+        for (int pp = k; pp <= std::min(scenario.model.layers, kMaxStages); ++pp) {
+          const int room = max_dp(slots, pp);
+          if (room < 1) continue;
+          for (long n : counts) {
+            const int dp = static_cast<int>(std::min<long>(room, n / (static_cast<long>(pp) * tp)));
+            if (dp < 1) continue;
+            Candidate c;
+            c.chain = chain;
+            c.stages = split_stages(slots, pp, dp);
+            c.par = {pp, dp, tp};
+            c.connections = scenario.connections;
+            c.policy = scenario.policy;
+            c.gpu_limit = n;
+            std::vector<double> speeds;
+            for (std::size_t i = 0; i < chain.size(); ++i)
+              speeds.insert(speeds.end(), static_cast<std::size_t>(c.stages[i]), est.speed(chain[i]));
+            if (std::adjacent_find(speeds.begin(), speeds.end(), std::not_equal_to<>()) == speeds.end())
+              speeds.resize(std::min<std::size_t>(speeds.size(), 1));  // one kind: a shorter key, the same split
+            const int sid = est.speeds_id(speeds);
+            for (int mbs : kMicroBatchSizes) {
+              const int m0 = micro_batches_for(result.batch, dp, mbs);
+              const auto& even_work = est.work(pp, tp, mbs, even_layers[static_cast<std::size_t>(pp)]);
+              for (const auto& schedule_choice : kSchedules) {
+                const auto [sched, v] = schedule_choice;
+                int m = m0;
+                // One stage: every schedule runs its micro-batches one after another; 1F1B holds least.
+                if (pp == 1 && sched != Schedule::one_f_one_b) continue;
+                if (sched == Schedule::interleaved_1f1b) {
+                  // Chunks wrap from the last stage to the first; micro-batches run in groups of pp.
+                  if (pp < 2 || scenario.model.layers / pp < v || (k > 1 && !wraps)) continue;
+                  m = (m0 + pp - 1) / pp * pp;
+                }
+                if (m > kMaxMicroBatches) continue;
+                const auto& even = even_layers[static_cast<std::size_t>(pp)];
+                const auto& bal = est.balanced(pp, tp, mbs, sched, v, m, sid);
+                for (bool balanced : {false, true}) {
+                  if (balanced && bal.layers == even) continue;
+                  if (elapsed() > estimate_until) return false;
+                  ++result.space;
+                  const auto& mem = est.memory(pp, tp, mbs, sched, v, m, balanced ? sid : -1);
+                  if (mem.peak_bytes < smallest.peak_bytes) smallest = mem;
+                  if (!mem.fits()) continue;
+                  ++result.fit;
+                  c.micro_batch_size = mbs;
+                  c.micro_batches = m;
+                  c.schedule = sched;
+                  c.virtual_stages = v;
+                  c.balanced = balanced;
+                  ++fit_by_schedule[static_cast<std::size_t>(&schedule_choice - kSchedules)];
+                  fit_balanced += balanced ? 1 : 0;
+                  c.layers = balanced ? bal.layers : even;
+                  c.memory_bytes = mem.peak_bytes;
+                  c.estimate_s = est.estimate(c, balanced ? *bal.work : even_work);
+                  auto [it, fresh] = per_set.try_emplace({set_key, n}, c);
+                  if (!fresh && worse(c, it->second)) it->second = c;
+                  if (best.size() < o.fast_extra) {
+                    best.push_back(c);
+                    std::push_heap(best.begin(), best.end(), worse);
+                  } else if (!best.empty() && worse(c, best.front())) {
+                    std::pop_heap(best.begin(), best.end(), worse);
+                    best.back() = c;
+                    std::push_heap(best.begin(), best.end(), worse);
+                  }
                 }
               }
             }
           }
         }
       }
+      report("estimate", ++done_chains, chains.size(), nullptr);
     }
-    report("estimate", ++done_chains, chains.size(), nullptr);
-  }
-  return true;
+    return true;
   };
   if (!estimate_all()) {
     result.budget_ran_out = true;

@@ -9,8 +9,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <tuple>
 #include <stdexcept>
+#include <tuple>
 
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/workload/cost.hpp"
@@ -88,11 +88,12 @@ std::shared_ptr<const Profile> profile(Schedule schedule, int v, int pp, int sta
   } else if (schedule == Schedule::zb_h1 && stage >= 0 && stage < pp) {
     // ZB-H1's steps come for every stage at once: keep them all.
     for (int st = 0; st < pp; ++st)
-      made.emplace_back(ProfileKey{static_cast<int>(schedule), v, pp, st, micro_batches},
-                        std::make_shared<const Profile>(make_profile(pipeline_steps(schedule, v, pp, st, micro_batches), v)));
+      made.emplace_back(
+          ProfileKey{static_cast<int>(schedule), v, pp, st, micro_batches},
+          std::make_shared<const Profile>(make_profile(pipeline_steps(schedule, v, pp, st, micro_batches), v)));
   } else {
-    made.emplace_back(key, std::make_shared<const Profile>(
-                               make_profile(pipeline_steps(schedule, v, pp, stage, micro_batches), v)));
+    made.emplace_back(
+        key, std::make_shared<const Profile>(make_profile(pipeline_steps(schedule, v, pp, stage, micro_batches), v)));
   }
   const std::lock_guard lock(mutex);
   std::shared_ptr<const Profile> out;
