@@ -83,19 +83,8 @@ old=$(jq -r '.links[] | select(.src == "use" and .dst == "euw") | .delay' "$stat
 back=$(jq -r '.links[] | select(.src == "euw" and .dst == "use") | .delay' "$status_json")
 new_ms=$(awk -v d="$(ms_of "$old")" 'BEGIN { printf "%.3f", d + 25 }')
 a link set use euw --delay "${new_ms}ms" >/dev/null || fail "wanlab --api link set failed"
-check_link_set() {
-  local configured out line min avg max verdict
-  configured=$(awk -v a="$new_ms" -v b="$(ms_of "$back")" 'BEGIN { printf "%.3f", a + b }')
-  out=$("$W" exec use-0 -- ping -n -c 10 -i 0.1 -W 2 "$(ip_of euw-0)" 2>&1) || true
-  line=$(grep -o 'rtt [^=]*= [0-9./]*' <<<"$out" | awk '{ print $4 }')
-  [[ -n $line ]] || { echo "$out"; return 1; }
-  IFS=/ read -r min avg max _ <<<"$line"
-  verdict=$(awk -v c="$configured" -v mn="$min" -v av="$avg" 'BEGIN { tol = 0.05 * c; if (tol < 2) tol = 2
-    printf "%s (tolerance +%.2f ms)", (mn >= c - 0.05 && av <= c + tol) ? "ok" : "OUT OF TOLERANCE", tol }')
-  measured "after wanlab --api link set use euw --delay ${new_ms}ms: ping use-0 -> euw-0 configured RTT $configured ms, min $min avg $avg max $max ms: $verdict"
-  [[ $verdict == ok* ]]
-}
-on_quiet_host "RTT after link set through the API" check_link_set
+node_exec() { "$W" exec "$1" -- "${@:2}"; }
+on_quiet_host "RTT after link set through the API" check_rtt_after_link_set use euw "$new_ms" "$back"
 a link set use euw --delay "$old" >/dev/null || fail "wanlab --api link set (back) failed"
 a replay --stop | grep -q "no replay was running in lab $lab" || fail "wanlab --api replay --stop: unexpected answer"
 step_done "link set through the API moved the RTT: $judged; replay --stop answered"

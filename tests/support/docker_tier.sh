@@ -24,16 +24,17 @@ measured() { echo "MEASURED: $*"; }
 # (user nice system idle iowait irq softirq steal; guest time is inside user and nice).
 cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9; exit }' /proc/stat; }
 
-# on_quiet_host WHAT CHECK: runs CHECK, which prints its MEASURED lines and returns 0 when
+# on_quiet_host WHAT CHECK [ARG...]: runs CHECK ARG..., which prints its MEASURED lines and returns 0 when
 # its figures hold, and judges it by the hypervisor's steal during it (the netns tiers'
 # rule, tests/support/quiet_host.hpp): figures off with steal at or below 1 % of the CPU
 # fail; figures off under more steal are measured again, up to 3 times, 10 s apart.
 # Sets `judged` to "checked" or "NOT JUDGED (hypervisor steal)".
 on_quiet_host() {
-  local what=$1 check=$2 attempt rc before after steal
+  local what=$1 attempt rc before after steal
+  shift  # the check and its arguments
   for attempt in 1 2 3; do
     before=$(cpu_ticks)
-    if "$check"; then rc=0; else rc=1; fi
+    if "$@"; then rc=0; else rc=1; fi
     after=$(cpu_ticks)
     steal=$(awk -v a="$before" -v b="$after" 'BEGIN { split(a, x, " "); split(b, y, " ")
       t = y[1] - x[1]; printf "%.2f", (t > 0 ? 100 * (y[2] - x[2]) / t : 0) }')
@@ -144,6 +145,23 @@ check_ping() {
     done
   done
   return "$bad"
+}
+
+# check_rtt_after_link_set SRC DST NEW_MS BACK: after `wanlab --api link set SRC DST --delay
+# NEW_MS ms`, ping SRC-0 -> DST-0 (10 replies) against NEW_MS + BACK (the reverse link's
+# delay as wanlab prints it): min no earlier than configured - 0.05 ms, mean within max(2 ms,
+# 5 %) above. Needs node_exec and ip_of.
+check_rtt_after_link_set() {
+  local src=$1 dst=$2 new_ms=$3 back=$4 configured out line min avg max verdict
+  configured=$(awk -v a="$new_ms" -v b="$(ms_of "$back")" 'BEGIN { printf "%.3f", a + b }')
+  out=$(node_exec "$src-0" ping -n -c 10 -i 0.1 -W 2 "$(ip_of "$dst-0")" 2>&1) || true
+  line=$(grep -o 'rtt [^=]*= [0-9./]*' <<<"$out" | awk '{ print $4 }')
+  [[ -n $line ]] || { echo "$out"; return 1; }
+  IFS=/ read -r min avg max _ <<<"$line"
+  verdict=$(awk -v c="$configured" -v mn="$min" -v av="$avg" 'BEGIN { tol = 0.05 * c; if (tol < 2) tol = 2
+    printf "%s (tolerance +%.2f ms)", (mn >= c - 0.05 && av <= c + tol) ? "ok" : "OUT OF TOLERANCE", tol }')
+  measured "after wanlab --api link set $src $dst --delay ${new_ms}ms: ping $src-0 -> $dst-0 configured RTT $configured ms, min $min avg $avg max $max ms: $verdict"
+  [[ $verdict == ok* ]]
 }
 
 # check_iperf3: iperf3 goodput $src-0 -> $dst-0 (8 s, CUBIC) within 5 % of 1448/1514 of

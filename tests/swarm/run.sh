@@ -233,19 +233,7 @@ old_delay=$(delay_of "$src" "$dst")
 back_delay=$(delay_of "$dst" "$src")
 new_ms=$(awk -v d="$(ms_of "$old_delay")" 'BEGIN { printf "%.3f", d + 25 }')
 wl link set "$src" "$dst" --delay "${new_ms}ms" >"$work/link-set.txt" || { cat "$work/link-set.txt"; fail "wanlab --api link set failed"; }
-check_link_set() {
-  local configured out line min avg max verdict
-  configured=$(awk -v a="$new_ms" -v b="$(ms_of "$back_delay")" 'BEGIN { printf "%.3f", a + b }')
-  out=$(node_exec "$src-0" ping -n -c 10 -i 0.1 -W 2 "$(ip_of "$dst-0")" 2>&1) || true
-  line=$(grep -o 'rtt [^=]*= [0-9./]*' <<<"$out" | awk '{ print $4 }')
-  [[ -n $line ]] || { echo "$out"; return 1; }
-  IFS=/ read -r min avg max _ <<<"$line"
-  verdict=$(awk -v c="$configured" -v mn="$min" -v av="$avg" 'BEGIN { tol = 0.05 * c; if (tol < 2) tol = 2
-    printf "%s (tolerance +%.2f ms)", (mn >= c - 0.05 && av <= c + tol) ? "ok" : "OUT OF TOLERANCE", tol }')
-  measured "after wanlab --api link set $src $dst --delay ${new_ms}ms: ping $src-0 -> $dst-0 configured RTT $configured ms, min $min avg $avg max $max ms: $verdict"
-  [[ $verdict == ok* ]]
-}
-on_quiet_host "RTT after link set through the API" check_link_set
+on_quiet_host "RTT after link set through the API" check_rtt_after_link_set "$src" "$dst" "$new_ms" "$back_delay"
 wl link set "$src" "$dst" --delay "$old_delay" >/dev/null || fail "wanlab --api link set (back to $old_delay) failed"
 wl status --json >"$work/status-after.json" || fail "wanlab --api status failed"
 [[ $(jq -r --arg a "$src" --arg b "$dst" '.links[] | select(.src == $a and .dst == $b) | .delay' "$work/status-after.json") == "$old_delay" ]] ||
