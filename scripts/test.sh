@@ -31,4 +31,19 @@ echo "  pytorch a real PyTorch gloo job through wanlab launch across two DCs (ct
 echo "  docker the docker-compose lab: image build, ping and iperf3 inside the containers, Prometheus and the dashboard, a short scenario, teardown (ctest test 'docker'); SKIPPED with the reason where Docker cannot run"
 echo "  swarm  the same lab as a Docker Swarm stack on a single-node swarm (ctest test 'swarm'); SKIPPED with the reason where Docker or a swarm cannot run"
 echo "  api    a namespace lab driven through its control API over TCP (wanlab up --api; ctest test 'api'); SKIPPED without root"
+# A long CI log keeps its head and its tail: the failures once more, here at the end.
+failed=Testing/Temporary/LastTestsFailed.log
+if [[ $rc -ne 0 && -f $failed && -f Testing/Temporary/LastTest.log ]]; then
+  echo
+  echo "Failed tiers: their failure lines (whole output: build/Testing/Temporary/LastTest.log)"
+  while IFS=: read -r _ name; do
+    echo "== $name"
+    awk -v t="$name" '
+      $0 ~ "^[0-9]+/[0-9]+ Testing: " t "$" { p = 1; next }
+      p && /^<end of output>/ { p = 0 }
+      p && /^(Command|Directory): / { next }
+      p && (/FAILED:/ || /^vm: / || /^(docker|swarm|api|pytorch|fuzz): / || /[Ee]rror/) { print; n = 6; next }
+      p && n > 0 { print; n-- }' Testing/Temporary/LastTest.log | grep -v 'dbus' | head -60
+  done <"$failed"
+fi
 exit $rc

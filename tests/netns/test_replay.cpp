@@ -7,16 +7,20 @@
 // launches it (t2) and after its start-up (iperf3: connection and parameter exchange, at
 // most kToolStart). So the tool's time 0 lies in [t2 - t1, t2 - t0 + kToolStart] of replay
 // time, and a measurement is checked against a step only when it lies wholly inside the
-// step's window for every offset in that range.
+// step's window for every offset in that range. The controller's own start time of the
+// replay (status "started_at") caps the upper end when the command was slow to return.
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -81,15 +85,62 @@ Offset offset(Clock::time_point t0, Clock::time_point t1, Clock::time_point t2, 
   return {secs(t2 - t1), secs(t2 - t0) + tool_start};
 }
 
-// Starts a replay through the CLI; returns [t0, t1] around it.
-std::pair<Clock::time_point, Clock::time_point> start_replay(const std::string& lab, const std::string& trace,
-                                                             const std::string& extra = {}) {
-  const auto t0 = Clock::now();
-  auto r = run(test::wanlab() + " replay " + trace + " --link use:euw --lab " + lab + " " + extra);
-  const auto t1 = Clock::now();
-  INFO(r.out);
+// Seconds since the epoch of a controller timestamp ("2026-11-27T08:40:12.123Z").
+std::optional<double> epoch_seconds(const std::string& utc) {
+  std::tm tm{};
+  const char* rest = ::strptime(utc.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (rest == nullptr) return std::nullopt;
+  double frac = 0;
+  if (*rest == '.') frac = std::strtod(rest, nullptr);
+  return static_cast<double>(::timegm(&tm)) + frac;
+}
+
+double epoch_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A replay started through the CLI: [t0, t1] around the command, and the controller's own
+// start time of it (status "started_at", to the millisecond).
+struct ReplayStart {
+  Clock::time_point t0, t1;
+  std::optional<double> started_at;  // s since the epoch
+};
+
+// Where the tool's time 0 (launched at t2, epoch time t2_epoch) lies in replay time. The
+// controller's start time narrows the upper end: a `wanlab replay` that was slow to return
+// (e.g. waiting for the kernel's RTNL lock) no longer widens the range past judging.
+Offset offset(const ReplayStart& r, Clock::time_point t2, double t2_epoch, double tool_start) {
+  Offset o = offset(r.t0, r.t1, t2, tool_start);
+  if (r.started_at) o.max = std::max(o.min, std::min(o.max, t2_epoch - *r.started_at + 0.001 + tool_start));
+  return o;
+}
+
+std::string describe(const Offset& o) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "the tool's time 0 lies in [%.3f, %.3f] s of replay time", o.min, o.max);
+  return buf;
+}
+
+nlohmann::json status_json(const std::string& lab) {
+  auto r = run(test::wanlab() + " status " + lab + " --json");
   REQUIRE(r.code == 0);
-  return {t0, t1};
+  return nlohmann::json::parse(r.out);
+}
+
+// Starts a replay on use->euw through the CLI. Waits first for the kernel's RTNL lock (a
+// link dump takes it), which the cleanup of a lab just torn down can hold for a while.
+ReplayStart start_replay(const std::string& lab, const std::string& trace, const std::string& extra = {}) {
+  run("ip -o link show >/dev/null");
+  ReplayStart r;
+  r.t0 = Clock::now();
+  auto out = run(test::wanlab() + " replay " + trace + " --link use:euw --lab " + lab + " " + extra);
+  r.t1 = Clock::now();
+  INFO(out.out);
+  REQUIRE(out.code == 0);
+  const auto s = status_json(lab);
+  for (const auto& rp : s["replays"])
+    if (rp.contains("started_at") && rp["started_at"].is_string()) r.started_at = epoch_seconds(rp["started_at"]);
+  return r;
 }
 
 void start_iperf_server(const std::string& lab, const std::string& node) {
@@ -144,12 +195,6 @@ std::string mbit(double bps) {
   return buf;
 }
 
-nlohmann::json status_json(const std::string& lab) {
-  auto r = run(test::wanlab() + " status " + lab + " --json");
-  REQUIRE(r.code == 0);
-  return nlohmann::json::parse(r.out);
-}
-
 }  // namespace
 
 TEST_CASE("rate steps 50 -> 10 -> 30 Mbit/s: iperf3 follows each within 10% from 0.5 s after the step",
@@ -160,14 +205,15 @@ TEST_CASE("rate steps 50 -> 10 -> 30 Mbit/s: iperf3 follows each within 10% from
     // A short RTT, so TCP follows a step within a few round trips.
     LabGuard g(lab, write_topology(lab, "4ms", "50Mbit"), backend);
     start_iperf_server(lab, "euw-0");
-    const auto [t0, t1] = start_replay(lab, kTraces + "steps-50-10-30.csv");
+    const auto rs = start_replay(lab, kTraces + "steps-50-10-30.csv");
     const auto t2 = Clock::now();
+    const double t2_epoch = epoch_now();
     const auto r = iperf(lab, 9);
     INFO(r.error);
     REQUIRE(r.code == 0);
     test::Expect e;  // iperf3 reports fewer intervals when its process was kept off the CPU
     if (!e(r.interval_bps.size() >= 17, std::to_string(r.interval_bps.size()) + " intervals, expected 17")) return e;
-    const auto o = offset(t0, t1, t2, kToolStart);
+    const auto o = offset(rs, t2, t2_epoch, kToolStart);
 
 
     struct StepWindow {
@@ -179,7 +225,7 @@ TEST_CASE("rate steps 50 -> 10 -> 30 Mbit/s: iperf3 follows each within 10% from
       const double expected = s.bps * kGoodputShare;
       const auto idx = intervals_within(o, 0.5, r.interval_bps.size(), s.from, s.to);
       INFO("step to " << s.bps / 1e6 << " Mbit/s, replay offset of iperf3 in [" << o.min << ", " << o.max << "] s");
-      e(idx.size() >= 3, std::to_string(idx.size()) + " intervals within the step, expected 3");
+      e(idx.size() >= 3, std::to_string(idx.size()) + " intervals within the step, expected 3: " + describe(o));
       report += "\n  " + mbit(s.bps) + " Mbit/s step (expected goodput " + mbit(expected) + "):";
       for (auto i : idx) report += " " + mbit(r.interval_bps[i]);
       check_goodput(e, r.interval_bps, idx, expected, 0.10);
@@ -274,20 +320,21 @@ TEST_CASE("an outage (rate 0 for 2.5 s) stalls a TCP flow, which then recovers",
   test::measure_on_quiet_host("outage (" + backend + ")", [&] {
     LabGuard g(lab, write_topology(lab, "4ms", "50Mbit"), backend);
     start_iperf_server(lab, "euw-0");
-    const auto [t0, t1] = start_replay(lab, kTraces + "outage.csv");
+    const auto rs = start_replay(lab, kTraces + "outage.csv");
     const auto t2 = Clock::now();
+    const double t2_epoch = epoch_now();
     const auto r = iperf(lab, 9);
     INFO(r.error);
     REQUIRE(r.code == 0);  // the connection survived the outage
     test::Expect e;
     if (!e(r.interval_bps.size() >= 17, std::to_string(r.interval_bps.size()) + " intervals, expected 17")) return e;
-    const auto o = offset(t0, t1, t2, kToolStart);
+    const auto o = offset(rs, t2, t2_epoch, kToolStart);
     const double expected = 50e6 * kGoodputShare;
 
 
     const auto before = intervals_within(o, 0.5, r.interval_bps.size(), 0.5, 2.0);
     const auto during = intervals_within(o, 0.5, r.interval_bps.size(), 2.0, 4.5);
-    if (!e(!before.empty(), "no interval before the outage")) return e;
+    if (!e(!before.empty(), "no interval before the outage: " + describe(o))) return e;
     if (!e(during.size() >= 3, std::to_string(during.size()) + " intervals during the outage, expected 3")) return e;
     std::string report = "replay outage (" + backend + "), Mbit/s per 0.5 s interval:";
     for (std::size_t i = 0; i < r.interval_bps.size(); ++i) report += " " + mbit(r.interval_bps[i]);

@@ -261,6 +261,16 @@ if [[ -f $report ]]; then
   failures=$(grep -o '<testsuite [^>]*' "$report" | grep -o 'failures="[0-9]*"' | grep -o '[0-9]*' || echo '?')
   errors=$(grep -o '<testsuite [^>]*' "$report" | grep -o 'errors="[0-9]*"' | grep -o '[0-9]*' || echo '?')
   echo "vm: report $report: $tests tests, $failures failures, $errors errors"
+  if [[ $failures != 0 || $errors != 0 ]]; then
+    # The failing cases and their messages, here, at the end of the tier's output (a CI log
+    # keeps the tail of a long output).
+    echo "vm: failed in the guest:"
+    awk '/<testcase /{name=$0} /<failure|<error/{print "  " name; n=8} n>0{print "    " $0; n--}' "$report" | head -80
+  fi
+fi
+if [[ $guest_rc -ne 0 ]]; then
+  echo "vm: the guest's last console lines:"
+  grep -v '^MEASURED: ' "$log" | grep -v '^ *$' | tail -25 | sed 's/^/  /'
 fi
 echo "vm: console $log"
 echo "vm: guest tests exited $guest_rc; whole tier $(elapsed) s"
