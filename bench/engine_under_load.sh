@@ -4,9 +4,11 @@
 # with and without a CPU hog, under each engine scheduling (`wanlab up --engine-sched`).
 # The hog is one busy loop per CPU at normal priority (`yes > /dev/null`), as other jobs
 # on a shared machine are. Per (scheduling, load): the share of packets released more than
-# 1 ms late, the p99 lateness (the upper bound of its histogram bucket), the RX ring drops
-# and the iteration time, as means with 95 % confidence intervals (Student t) over the
-# repeats; runs alternate hog and no hog so a drift of the machine falls on both.
+# 1 ms late, the p99 lateness (the upper bound of its histogram bucket), the RX ring drops,
+# the iteration time, and the engine thread's time off the CPU (its CPU's hypervisor steal
+# and its run delay, as shares of the run), as means with 95 % confidence intervals
+# (Student t) over the repeats; runs alternate hog and no hog so a drift of the machine
+# falls on both.
 # Takes /tmp/wanlab-root-tests.lock so no other lab runs at the same time.
 # Usage: bench/engine_under_load.sh [--repeat N] [--scheds "nice fifo:50"] [--iterations N]
 #                                   [--connections K] [--out DIR]      (root; after the build)
@@ -49,7 +51,7 @@ jq --arg t "$out/topology.json" --argjson it "$iterations" --argjson k "$connect
 cpus=$(nproc)
 echo "$(date -u +%FT%TZ) host: $cpus CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), kernel $(uname -r)," \
   "sched_rt_runtime_us $(cat /proc/sys/kernel/sched_rt_runtime_us)" | tee "$out/conditions.txt"
-printf 'sched\tload\tround\tover_1ms\tp99_us\tring_drops\titer_s\tdegraded\tsteal\tloadavg\tscheduling\n' >"$out/runs.tsv"
+printf 'sched\tload\tround\tover_1ms\tp99_us\tring_drops\titer_s\tdegraded\tsteal\tengine_steal\tengine_run_delay\tloadavg\tscheduling\n' >"$out/runs.tsv"
 for sched in $scheds; do
   "$wanlab" down "$lab" >/dev/null 2>&1 || true
   "$wanlab" up "$out/topology.json" --backend userspace --engine-sched "$sched" >/dev/null
@@ -73,7 +75,8 @@ for sched in $scheds; do
       jq -r --arg s "$sched" --arg l "$load" --arg r "$r" --arg la "$la" \
         '[$s, $l, $r, .engine.released_late_over_1ms_fraction, (.engine.release_late_p99_us // "inf"),
           (.engine.rx_ring_dropped + .engine.rx_big_ring_dropped), .iteration_time_s.mean, .engine.degraded,
-          (.host_cpu.steal_fraction // 0), $la, .engine.scheduling] | @tsv' "$dir/summary.json" | tee -a "$out/runs.tsv"
+          (.host_cpu.steal_fraction // 0), (.engine.cpu_steal_fraction // "n/a"),
+          (.engine.run_delay_fraction // "n/a"), $la, .engine.scheduling] | @tsv' "$dir/summary.json" | tee -a "$out/runs.tsv"
     done
   done
   "$wanlab" down "$lab" >/dev/null
@@ -93,13 +96,16 @@ def ci(xs, fmt):
     if len(xs) < 2: return fmt.format(m)
     h = T.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / math.sqrt(len(xs))
     return (fmt + " +- " + fmt).format(m, h)
-def num(v): return float("inf") if v in ("inf", "null", "") else float(v)
-print("| --engine-sched | load | runs | scheduling | > 1 ms late (%) | p99 (us) | p99 worst (us) | ring drops | iteration (s) | degraded runs |")
-print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+def num(v): return float("inf") if v in ("inf", "null", "", "n/a") else float(v)
+print("| --engine-sched | load | runs | scheduling | > 1 ms late (%) | p99 (us) | p99 worst (us) | ring drops | iteration (s) | engine CPU steal (%) | engine run delay (%) | degraded runs |")
+print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for (s, l), rs in groups.items():
     p99 = [num(r["p99_us"]) for r in rs]
     print(f"| {s} | {l} | {len(rs)} | {rs[0]['scheduling']} | {ci([100*num(r['over_1ms']) for r in rs], '{:.3f}')} "
           f"| {ci(p99, '{:.0f}')} | {max(p99):.0f} | {ci([num(r['ring_drops']) for r in rs], '{:.0f}')} "
-          f"| {ci([num(r['iter_s']) for r in rs], '{:.3f}')} | {sum(r['degraded'] == 'true' for r in rs)} |")
+          f"| {ci([num(r['iter_s']) for r in rs], '{:.3f}')} "
+          f"| {ci([100*num(r['engine_steal']) for r in rs], '{:.2f}')} "
+          f"| {ci([100*num(r['engine_run_delay']) for r in rs], '{:.2f}')} "
+          f"| {sum(r['degraded'] == 'true' for r in rs)} |")
 PY
 echo "results: $out (runs.tsv, summary.md, one run folder per run)"

@@ -506,6 +506,23 @@ TEST_CASE("results: a run's emulation is degraded when the engine fell behind or
     CHECK(j.at("degraded").get<bool>());
     CHECK(j.at("degraded_reasons").size() == 2);
   }
+  SECTION("a degraded run says how much of the run the engine spent off its CPU, and why") {
+    auto from = zero, to = engine_counters(1000, 300, 1000, 0, kNoHist);
+    from.emplace_back("run_delay_ns", 1'000'000'000);
+    from.emplace_back("cpu_steal_ns", 0);
+    to.emplace_back("run_delay_ns", 1'050'000'000);  // 50 ms of 2 s runnable but waiting
+    to.emplace_back("cpu_steal_ns", 100'000'000);    // 100 ms taken by the hypervisor
+    const auto j = engine_json(from, to, 2.0);
+    CHECK(j.at("run_delay_fraction").get<double>() == Approx(0.025));
+    CHECK(j.at("cpu_steal_fraction").get<double>() == Approx(0.05));
+    REQUIRE(j.at("degraded_reasons").size() == 1);
+    CHECK_THAT(j.at("degraded_reasons")[0].get<std::string>(),
+               Catch::Contains("the hypervisor took 5.00 % of its CPU's time; it waited runnable 2.50 % of the time"));
+    // Counters of an engine that did not measure them: neither field, no words about them.
+    const auto old = engine_json(zero, engine_counters(1000, 300, 1000, 0, kNoHist), 2.0);
+    CHECK_FALSE(old.contains("run_delay_fraction"));
+    CHECK_THAT(old.at("degraded_reasons")[0].get<std::string>(), !Catch::Contains("hypervisor"));
+  }
   SECTION("the verdict alone, on figures from elsewhere") {
     json e = {{"released_late_over_1ms_fraction", 0.088}, {"rx_frames", 1e6}, {"rx_ring_dropped", 0.0}};
     engine_assessment(e);

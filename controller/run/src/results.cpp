@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -285,6 +286,11 @@ nlohmann::json engine_json(const BackendCounters& from, const BackendCounters& t
           {"tx_ring_full", d["tx_ring_full"]}};
   if (const auto a = value(from, "rx_frames"), b = value(to, "rx_frames"); a && b)
     e["rx_frames"] = *b >= *a ? static_cast<double>(*b - *a) : 0.0;
+  // The engine thread's time off the CPU over the run, as shares of the run's wall time.
+  for (const auto& [counter, field] : {std::pair{"run_delay_ns", "run_delay_fraction"},
+                                       std::pair{"cpu_steal_ns", "cpu_steal_fraction"}})
+    if (const auto a = value(from, counter), b = value(to, counter); a && b && seconds > 0)
+      e[field] = *b >= *a ? static_cast<double>(*b - *a) / 1e9 / seconds : 0.0;
   if (!hist.empty()) {
     e["release_late_p50_us"] = percentile(0.5);
     e["release_late_p99_us"] = percentile(0.99);
@@ -294,13 +300,31 @@ nlohmann::json engine_json(const BackendCounters& from, const BackendCounters& t
   return e;
 }
 
+namespace {
+// Whose doing an engine's lateness was, from its time off the CPU (empty when not measured).
+std::string off_cpu_text(const nlohmann::json& e) {
+  const auto share = [&](const char* k) -> std::optional<double> {
+    if (!e.contains(k) || !e[k].is_number()) return std::nullopt;
+    return e[k].get<double>();
+  };
+  const auto steal = share("cpu_steal_fraction"), delay = share("run_delay_fraction");
+  if (!steal && !delay) return {};
+  std::string t = " (over the run, the hypervisor took ";
+  t += steal ? fmt::format("{:.2f} %", 100 * *steal) : std::string("an unmeasured share");
+  t += " of its CPU's time; it waited runnable ";
+  t += delay ? fmt::format("{:.2f} %", 100 * *delay) : std::string("an unmeasured share");
+  t += " of the time)";
+  return t;
+}
+}  // namespace
+
 void engine_assessment(nlohmann::json& e) {
   nlohmann::json reasons = nlohmann::json::array();
   const double late = e.value("released_late_over_1ms_fraction", 0.0);
   if (late > kDegradedLateOver1msFraction)
     reasons.push_back(fmt::format("{:.2f} % of packets released more than 1 ms late (threshold {:g} %): the engine "
-                                  "did not get the CPU when it needed it",
-                                  100 * late, 100 * kDegradedLateOver1msFraction));
+                                  "did not get the CPU when it needed it{}",
+                                  100 * late, 100 * kDegradedLateOver1msFraction, off_cpu_text(e)));
   const double dropped = e.value("rx_ring_dropped", 0.0) + e.value("rx_big_ring_dropped", 0.0);
   const double received = e.value("rx_frames", 0.0) + dropped;
   if (dropped > 0 && dropped > kDegradedRingDropFraction * received)

@@ -25,6 +25,7 @@
 #include "wanlab/common/unique_fd.hpp"
 #include "wanlab/shaping/flow_gate.hpp"
 #include "wanlab/shaping/gso.hpp"
+#include "wanlab/shaping/thread_load.hpp"
 
 namespace wanlab::shaping {
 namespace {
@@ -690,6 +691,7 @@ struct Engine::Impl {
       std::lock_guard lock(mutex);
       scheduling = r.as_asked ? r.applied : fmt::format("{} ({} asked)", r.applied, cfg.sched.to_string());
     }
+    ThreadLoadMeter load;  // opened on this thread: its schedstat
     const std::size_t nports = sockets.size();
     std::vector<pollfd> fds(2 * nports + 1);
     for (std::size_t i = 0; i < nports; ++i) {
@@ -751,6 +753,9 @@ struct Engine::Impl {
       if (oldest_pending != kNever && now - oldest_pending >= kFlushAge) flush_all();
 
       if (now >= next_publish) {
+        load.sample(now);
+        stats.run_delay_ns = load.run_delay_ns();
+        stats.cpu_steal_ns = load.cpu_steal_ns();
         publish();
         next_publish = now + kPublishEvery;
       }
@@ -774,6 +779,9 @@ struct Engine::Impl {
       }
     }
     flush_all();
+    load.sample(mono_now(), 0);
+    stats.run_delay_ns = load.run_delay_ns();
+    stats.cpu_steal_ns = load.cpu_steal_ns();
     publish();
   }
 };

@@ -133,7 +133,8 @@ std::vector<std::pair<std::string, std::uint64_t>> UserspaceShaper::stats() cons
       {"release_late_ns_max", s.release_late_ns_max},
       {"released_late_over_100us", s.released_late_over_100us},
       {"released_late_over_1ms", s.released_late_over_1ms},
-      {"cpu_us", s.cpu_us}};
+      {"cpu_us", s.cpu_us},
+      {"run_delay_ns", s.run_delay_ns},   {"cpu_steal_ns", s.cpu_steal_ns}};
   // Releases by lateness, one counter per bucket (run/results.hpp reads the percentiles).
   for (std::size_t i = 0; i < kReleaseLateBoundsNs.size(); ++i)
     out.emplace_back(i + 1 < kReleaseLateBoundsNs.size() ? fmt::format("release_late_le_{}ns", kReleaseLateBoundsNs[i])

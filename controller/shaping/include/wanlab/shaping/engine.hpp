@@ -115,6 +115,10 @@ struct EngineStats {
   // (and more than bucket i-1's bound), so a run's percentiles are two readings apart.
   std::array<std::uint64_t, kReleaseLateBoundsNs.size()> release_late_hist{};
   std::uint64_t cpu_us = 0;  // the engine thread's CPU time (user + system, incl. softirq work run on it)
+  // Its time off the CPU (thread_load.hpp): runnable but waiting for its CPU, and taken from
+  // its CPU by the hypervisor. Sampled every 10 ms (steal every 100 ms).
+  std::uint64_t run_delay_ns = 0;
+  std::uint64_t cpu_steal_ns = 0;
   // Flow gating, all links together.
   std::uint64_t gated_flows = 0;    // declared now
   std::uint64_t open_gates = 0;     // of those, open now
