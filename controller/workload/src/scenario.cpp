@@ -1,5 +1,7 @@
-// Scenario files: reading, validation (every problem at once, each with its JSON pointer),
-// and the canonical JSON form. The format is documented in bench/scenarios/README.md.
+// Scenario files: reading and validation (every problem at once, each with its JSON
+// pointer). The canonical JSON form is in scenario_json.cpp, the names of the scenario's
+// choices and the model presets in scenario_names.cpp. The format is documented in
+// bench/scenarios/README.md.
 #include "wanlab/workload/scenario.hpp"
 
 #include <fmt/format.h>
@@ -756,80 +758,7 @@ class ScenarioParser {
   bool warmup_ok_ = true;
 };
 
-ModelSpec preset(std::string name, int layers, int hidden, int heads, int kv_heads, int ffn, bool gated, int seq,
-                 int vocab) {
-  return ModelSpec{std::move(name), layers, hidden, heads, kv_heads, ffn, gated, seq, vocab, Dtype::bf16};
-}
-
 }  // namespace
-
-std::string to_string(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::bf16:
-      return "bf16";
-    case Dtype::fp16:
-      return "fp16";
-    case Dtype::fp32:
-      return "fp32";
-  }
-  return "?";
-}
-
-int dtype_bytes(Dtype dtype) {
-  return dtype == Dtype::fp32 ? 4 : 2;
-}
-
-std::string to_string(Schedule schedule) {
-  switch (schedule) {
-    case Schedule::gpipe:
-      return "gpipe";
-    case Schedule::one_f_one_b:
-      return "1f1b";
-    case Schedule::interleaved_1f1b:
-      return "interleaved-1f1b";
-    case Schedule::zb_h1:
-      return "zb-h1";
-  }
-  return "1f1b";
-}
-
-std::string to_string(AllReduce a) { return a == AllReduce::hierarchical ? "hierarchical" : "ring"; }
-
-std::string to_string(ComputeMode mode) {
-  return mode == ComputeMode::cuda ? "cuda" : "modeled";
-}
-
-std::string to_string(SendMode mode) { return mode == SendMode::rendezvous ? "rendezvous" : "eager"; }
-
-const std::vector<std::string>& known_policies() {
-  static const std::vector<std::string> policies = arbiter::policy_names();
-  return policies;
-}
-
-const std::vector<ModelSpec>& model_presets() {
-  // Sources: bench/scenarios/README.md.
-  static const std::vector<ModelSpec> presets{
-      preset("1.3b", 24, 2048, 16, 16, 8192, false, 2048, 50257),
-      preset("7b", 32, 4096, 32, 32, 11008, true, 4096, 32000),
-      preset("8b", 32, 4096, 32, 8, 14336, true, 8192, 128256),
-      preset("13b", 40, 5120, 40, 40, 13824, true, 4096, 32000),
-      preset("70b", 80, 8192, 64, 8, 28672, true, 8192, 128256),
-  };
-  return presets;
-}
-
-const ModelSpec* find_preset(std::string_view name) {
-  for (const auto& p : model_presets())
-    if (p.preset == name) return &p;
-  return nullptr;
-}
-
-int default_ffn_hidden(int hidden, bool gated_mlp) {
-  if (!gated_mlp) return 4 * hidden;
-  // ceil(8 h / 3) rounded up to a multiple of 256.
-  const std::int64_t ffn = (8 * static_cast<std::int64_t>(hidden) + 2) / 3;
-  return static_cast<int>((ffn + 255) / 256 * 256);
-}
 
 Scenario parse_scenario(const json& doc, const std::string& file, const fs::path& base_dir) {
   core::Diagnostics d(file);
@@ -848,89 +777,6 @@ Scenario load_scenario(const fs::path& file) {
   Scenario s = parse_scenario(doc, file.string(), file.parent_path());
   for (const auto& w : s.warnings) fmt::print(stderr, "wanlab: warning: {}\n", w);
   return s;
-}
-
-json to_json(const Scenario& s) {
-  const auto& m = s.model;
-  json model{{"layers", m.layers},     {"hidden", m.hidden},         {"heads", m.heads},
-             {"kv_heads", m.kv_heads}, {"ffn_hidden", m.ffn_hidden}, {"gated_mlp", m.gated_mlp},
-             {"seq_len", m.seq_len},   {"vocab", m.vocab},           {"dtype", to_string(m.dtype)}};
-  if (!m.preset.empty()) model["preset"] = m.preset;
-  json j{{"name", s.name},
-         {"topology", s.topology_path.string()},
-         {"model", std::move(model)},
-         {"gpu", {{"mfu", s.mfu}}},
-         {"parallelism", {{"pp", s.parallelism.pp}, {"dp", s.parallelism.dp}, {"tp", s.parallelism.tp}}},
-         {"schedule", to_string(s.schedule)},
-         {"micro_batch_size", s.micro_batch_size},
-         {"micro_batches", s.micro_batches},
-         {"iterations", s.iterations},
-         {"warmup", s.warmup},
-         {"connections", s.connections},
-         {"policy", s.policy},
-         {"compute", to_string(s.compute)},
-         {"scale", s.scale},
-         {"seed", s.seed},
-         {"tcp_slow_start_after_idle", s.tcp_slow_start_after_idle},
-         {"tcp_congestion", s.tcp_congestion}};
-  if (s.allreduce != AllReduce::ring) j["allreduce"] = to_string(s.allreduce);
-  if (s.tcp_window) j["tcp_window"] = *s.tcp_window;
-  if (s.send_mode != SendMode::eager) j["send_mode"] = to_string(s.send_mode);
-  if (s.rails) {
-    j["rails"] = {{"policy", s.rails->policy}};
-    if (!s.rails->phases.empty()) j["rails"]["phases"] = s.rails->phases;
-  }
-  if (s.virtual_stages != 1) j["virtual_stages"] = s.virtual_stages;
-  if (!s.layers_per_stage.empty()) j["parallelism"]["layers_per_stage"] = s.layers_per_stage;
-  if (s.memory != MemorySpec{})
-    j["memory"] = {{"distributed_optimizer", s.memory.distributed_optimizer},
-                   {"recompute", s.memory.recompute},
-                   {"sequence_parallel", s.memory.sequence_parallel},
-                   {"reserve_gib", static_cast<double>(s.memory.reserve_bytes) / (1024.0 * 1024.0 * 1024.0)}};
-  if (s.memory.optimizer_bytes_per_parameter)
-    j["memory"]["optimizer_bytes_per_parameter"] = *s.memory.optimizer_bytes_per_parameter;
-  if (s.lan_scale) j["lan_scale"] = *s.lan_scale;
-  if (!s.description.empty()) j["description"] = s.description;
-  if (!s.placement.empty()) j["placement"] = s.placement;
-  if (!s.programs_file.empty()) {
-    j["programs"] = s.programs_file.string();
-    if (s.model.layers == 0) j.erase("model");  // none given: the programs are the workload
-  }
-  if (s.prefill) {
-    const auto& p = *s.prefill;
-    const auto& pm = p.model;
-    json pj{{"model",
-             {{"layers", pm.layers},     {"hidden", pm.hidden},         {"heads", pm.heads},
-              {"kv_heads", pm.kv_heads}, {"ffn_hidden", pm.ffn_hidden}, {"gated_mlp", pm.gated_mlp},
-              {"seq_len", pm.seq_len},   {"vocab", pm.vocab},           {"dtype", to_string(pm.dtype)}}},
-            {"arrival", p.arrival == PrefillSpec::Arrival::trace ? "trace" : "poisson"},
-            {"deadline_s", p.deadline_s},
-            {"margin", p.margin},
-            {"loadgen", p.loadgen_node},
-            {"decode", p.decode_nodes},
-            {"inference_nodes", p.inference_nodes},
-            {"scale", p.scale > 0 ? p.scale : s.scale}};
-    if (!pm.preset.empty()) pj["model"]["preset"] = pm.preset;
-    if (p.arrival == PrefillSpec::Arrival::trace) {
-      pj["trace"] = p.trace_file;
-      pj["loop"] = p.loop;
-    } else {
-      pj["rate_per_s"] = p.rate_per_s;
-      const auto& t = p.prompt;
-      switch (t.kind) {
-        case PromptTokens::Kind::fixed: pj["prompt_tokens"] = {{"distribution", "fixed"}, {"tokens", t.tokens}}; break;
-        case PromptTokens::Kind::uniform:
-          pj["prompt_tokens"] = {{"distribution", "uniform"}, {"min", t.min}, {"max", t.max}};
-          break;
-        case PromptTokens::Kind::lognormal:
-          pj["prompt_tokens"] = {{"distribution", "lognormal"}, {"median", t.median}, {"sigma", t.sigma},
-                                 {"min", t.min}, {"max", t.max}};
-          break;
-      }
-    }
-    j["prefill"] = std::move(pj);
-  }
-  return j;
 }
 
 }  // namespace wanlab::workload
