@@ -125,7 +125,8 @@ void Worker::run(const std::atomic<bool>& abort) {
           if (!around) throw std::runtime_error(fmt::format("worker {}: not in its all-reduce ring", me));
           const int next = around->next;
           const int prev = around->prev;
-          const std::uint64_t chunk = op.bytes / static_cast<std::uint64_t>(n);
+          // Each step moves one chunk, rounded up as the simulator and the analytic executor round it.
+          const std::uint64_t chunk = program::ring_chunk_bytes(op.bytes, static_cast<std::size_t>(n));
           const auto t0 = Clock::now();
           if (share) share->training_idle(expected_end(i, t0));
           auto in = t0;  // when the last step's chunk was in

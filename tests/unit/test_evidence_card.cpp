@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "temp_dir.hpp"
+#include "wanlab/core/round_trip.hpp"
 #include "wanlab/common/version.hpp"
 #include "wanlab/evidence/analyze.hpp"
 #include "wanlab/evidence/card.hpp"
@@ -67,6 +68,19 @@ TEST_CASE("card: a shipped scenario's card reads back with every field", "[evide
   CHECK(back["network"]["scale"] == 0.05);
   CHECK(back["network"]["wan"].size() == plan.topology.links.size());
   CHECK(back["network"]["wan"][0]["rtt_ms"].get<double>() > 0);
+  // The card's RTT is the one the arbiter and the simulator use (core::round_trip).
+  for (std::size_t i = 0; i < plan.topology.links.size(); ++i)
+    CHECK(back["network"]["wan"][i]["rtt_ms"].get<double>() ==
+          Approx(static_cast<double>(core::round_trip(plan.topology, plan.topology.links[i]).count()) / 1e6));
+  // A link without its reverse: its ACKs are taken to come back the same way (twice its delay).
+  auto one_way = plan.topology;
+  const auto src = one_way.links[0].src, dst = one_way.links[0].dst;
+  std::erase_if(one_way.links, [&](const auto& l) { return l.src == dst && l.dst == src; });
+  in.topology = &one_way;
+  const auto lone = evidence::make_card(in);
+  CHECK(lone["network"]["wan"][0]["rtt_ms"].get<double>() ==
+        Approx(2 * static_cast<double>(one_way.links[0].params.delay.count()) / 1e6));
+  in.topology = &plan.topology;
   CHECK(back["bandwidth_policy"] == "atlas");
   CHECK(back["wanlab"]["commit"] == std::string(commit()));
   CHECK(back["wanlab"]["version"] == std::string(version()));

@@ -17,6 +17,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "wanlab/common/units.hpp"
+#include "wanlab/core/round_trip.hpp"
 #include "wanlab/common/version.hpp"
 
 namespace wanlab::evidence {
@@ -72,14 +73,13 @@ json network_json(const CardInputs& in) {
   }
   json wan = json::array();
   for (const auto& l : topo.links) {
-    const auto* back = topo.find_link(l.dst, l.src);
     json e = {{"src", topo.dcs.at(l.src).name},
               {"dst", topo.dcs.at(l.dst).name},
               {"rate", to_string(l.params.rate)},
               {"rate_bps", l.params.rate.bps},
               {"rate_bps_as_run", static_cast<std::uint64_t>(std::llround(static_cast<double>(l.params.rate.bps) * scale))},
               {"delay_ms", ms(l.params.delay)},
-              {"rtt_ms", ms(l.params.delay) + (back ? ms(back->params.delay) : 0.0)},
+              {"rtt_ms", ms(core::round_trip(topo, l))},
               {"jitter_ms", ms(l.params.jitter)},
               {"loss", l.params.loss.fraction()}};
     if (l.trace) e["trace"] = fs::absolute(*l.trace).string();
