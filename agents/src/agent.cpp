@@ -343,6 +343,73 @@ void Agent::on_prefill_message(Run& r, const nlohmann::json& m) {
   if (prompt_here) runner->second->prompt_arrived(id);
 }
 
+// What an assignment says about this node: its workers' programs, the pairs they send
+// and receive on, and where every peer is.
+struct Agent::Layout {
+  std::string my_dc;
+  int connections = 1;                        // per WAN peer
+  std::vector<program::WorkerProgram> programs;
+  std::set<int> local;                        // this node's workers
+  std::set<std::pair<int, int>> sends, recvs;  // (src, dst) pairs of this node's workers
+  std::map<int, int> slot_of;                  // local worker -> its GPU on this node
+  const std::map<int, PeerAddress>* peers = nullptr;
+
+  // Connections a pair with `peer` uses: one inside the DC, k across the WAN.
+  int stripes_to(int peer) const {
+    const auto it = peers->find(peer);
+    if (it == peers->end()) throw std::runtime_error(fmt::format("assignment names no address for worker {}", peer));
+    return it->second.dc == my_dc ? 1 : connections;
+  }
+  bool remote_dc(int worker) const {
+    const auto it = peers->find(worker);
+    return !local.count(worker) && it != peers->end() && it->second.dc != my_dc;
+  }
+};
+
+namespace {
+
+// The run's TCP settings as the node's own (the agent runs in its node's namespace).
+void set_node_tcp(const nlohmann::json& a) {
+  // Written only when it differs: in a container /proc/sys is read-only, and the container
+  // sets it.
+  if (a.contains("tcp_slow_start_after_idle")) {
+    const char* path = "/proc/sys/net/ipv4/tcp_slow_start_after_idle";
+    const std::string want = a.at("tcp_slow_start_after_idle").get<bool>() ? "1" : "0";
+    std::string now;
+    std::ifstream(path) >> now;
+    if (now != want) {
+      std::ofstream f(path);
+      f << want << "\n";
+      if (!f.flush())
+        throw std::runtime_error(fmt::format("cannot write {} (set it to {} where the node is made, e.g. the "
+                                             "container's sysctls)",
+                                             path, want));
+    }
+  }
+  // The run's congestion control as the node's default too, so that every socket on
+  // the node during the run has it, not only the data connections (TCP_CONGESTION
+  // below). A namespace may only pick what the host allows (the controller adds it); where
+  // it still cannot, the data connections keep theirs and this says so.
+  if (const auto cc = a.value("tcp_congestion", std::string{}); !cc.empty()) {
+    const char* path = "/proc/sys/net/ipv4/tcp_congestion_control";
+    std::string now;
+    std::ifstream(path) >> now;
+    if (now != cc) {
+      std::FILE* f = std::fopen(path, "w");
+      int err = f == nullptr ? errno : 0;
+      if (f != nullptr) {
+        if (std::fputs(cc.c_str(), f) < 0) err = errno;
+        if (std::fclose(f) != 0 && err == 0) err = errno;
+      }
+      if (err != 0)
+        spdlog::warn("{}: cannot make it {} ({}); the node's other sockets keep {}, the run's own use {}", path, cc,
+                     std::strerror(err), now, cc);
+    }
+  }
+}
+
+}  // namespace
+
 void Agent::handle(const nlohmann::json& m) {
   const auto type = m.value("type", std::string{});
   const auto run_id = m.value("run", std::string{});
@@ -364,215 +431,7 @@ void Agent::handle(const nlohmann::json& m) {
     return;
   }
   if (type == "assign") {
-    if (run_) abort_run("a new run was assigned");
-    auto r = std::make_unique<Run>();
-    r->id = run_id;
-    r->assignment = m.at("assignment");
-    try {
-      const auto& a = r->assignment;
-      const auto my_dc = a.at("dc").get<std::string>();
-      const int k = a.at("connections").get<int>();
-      for (const auto& p : a.at("peers"))
-        r->peers[p.at("worker").get<int>()] = {p.at("address").get<std::string>(),
-                                               p.at("port").get<std::uint16_t>(), p.at("dc").get<std::string>()};
-      std::set<int> local;
-      std::set<std::pair<int, int>> sends, recvs;  // (src, dst) pairs of this node's workers
-      std::vector<program::WorkerProgram> programs;
-      for (const auto& w : a.at("workers")) programs.push_back(program::worker_program_from_json(w.at("program")));
-      for (const auto& p : programs) local.insert(p.worker);
-      for (const auto& p : programs) {
-        for (const auto& op : p.ops) {
-          if (op.kind == program::OpKind::send) sends.insert({p.worker, op.peer});
-          if (op.kind == program::OpKind::recv) recvs.insert({op.peer, p.worker});
-          if (op.kind == program::OpKind::allreduce && op.ring.size() > 1) {
-            if (const auto around = program::ring_neighbours(op.ring, p.worker)) {
-              sends.insert({p.worker, around->next});
-              recvs.insert({around->prev, p.worker});
-            }
-          }
-        }
-      }
-      auto stripes_to = [&](int peer) {
-        const auto it = r->peers.find(peer);
-        if (it == r->peers.end()) throw std::runtime_error(fmt::format("assignment names no address for worker {}", peer));
-        return it->second.dc == my_dc ? 1 : k;
-      };
-      int expected_in = 0;
-      for (const auto& [src, dst] : recvs)
-        if (!local.count(src)) expected_in += stripes_to(src);
-      r->windows = a.value("windows", false);
-      // The agent runs in its node's namespace: this sysctl is the node's own. Written only
-      // when it differs: in a container /proc/sys is read-only, and the container sets it.
-      if (a.contains("tcp_slow_start_after_idle")) {
-        const char* path = "/proc/sys/net/ipv4/tcp_slow_start_after_idle";
-        const std::string want = a.at("tcp_slow_start_after_idle").get<bool>() ? "1" : "0";
-        std::string now;
-        std::ifstream(path) >> now;
-        if (now != want) {
-          std::ofstream f(path);
-          f << want << "\n";
-          if (!f.flush())
-            throw std::runtime_error(fmt::format("cannot write {} (set it to {} where the node is made, e.g. the "
-                                                 "container's sysctls)",
-                                                 path, want));
-        }
-      }
-      // The run's congestion control as the node's default too, so that every socket on
-      // the node during the run has it, not only the data connections (TCP_CONGESTION
-      // below). A namespace may only pick what the host allows (the controller adds it); where
-      // it still cannot, the data connections keep theirs and this says so.
-      if (const auto cc = a.value("tcp_congestion", std::string{}); !cc.empty()) {
-        const char* path = "/proc/sys/net/ipv4/tcp_congestion_control";
-        std::string now;
-        std::ifstream(path) >> now;
-        if (now != cc) {
-          std::FILE* f = std::fopen(path, "w");
-          int err = f == nullptr ? errno : 0;
-          if (f != nullptr) {
-            if (std::fputs(cc.c_str(), f) < 0) err = errno;
-            if (std::fclose(f) != 0 && err == 0) err = errno;
-          }
-          if (err != 0)
-            spdlog::warn("{}: cannot make it {} ({}); the node's other sockets keep {}, the run's own use {}", path,
-                         cc, std::strerror(err), now, cc);
-        }
-      }
-      const int salt = a.value("port_salt", 0);
-      std::map<int, int> slot_of;  // local worker -> its GPU on this node
-      for (const auto& w : a.at("workers"))
-        slot_of[w.at("program").at("worker").get<int>()] = w.at("gpu").get<int>();
-      const auto remote_dc = [&](int worker) {
-        const auto it = r->peers.find(worker);
-        return !local.count(worker) && it != r->peers.end() && it->second.dc != my_dc;
-      };
-      // Windowed runs: a pair's connections are paced to its share of the link (the
-      // coordinator sends bytes/s per connection for each destination DC).
-      const auto pacing = a.value("pacing", nlohmann::json::object());
-      for (const auto& [src, dst] : sends) {
-        std::uint64_t pace = 0;
-        if (remote_dc(dst)) {
-          const auto it = pacing.find(r->peers.at(dst).dc);
-          if (it != pacing.end()) pace = it->get<std::uint64_t>();
-        }
-        r->outgoing.push_back({src, dst, local.count(dst) ? 1 : stripes_to(dst), remote_dc(dst) ? slot_of.at(src) : -1,
-                               salt, pace});
-      }
-      for (const auto& p : programs)
-        for (const auto& op : p.ops)
-          if (op.kind == program::OpKind::recv && remote_dc(op.peer))
-            r->wan_recv_bytes[{op.peer, p.worker, op.tag}] = op.bytes;
-      // Pairs inside this agent connect through the loopback path of the node too: the
-      // bytes still cross TCP, like GPUs of one server talking through NCCL's socket
-      // transport would not, but keeping one code path makes counting exact.
-      for (const auto& [src, dst] : recvs)
-        if (local.count(src)) expected_in += 1;
-      for (const auto& [src, dst] : sends)
-        if (local.count(dst)) r->peers[dst] = {"127.0.0.1", a.at("listen_port").get<std::uint16_t>(), my_dc};
-      if (r->windows) {
-        Run* run = r.get();
-        const auto id = r->id;
-        r->data->set_on_delivered([this, run, id](int src, int dst, std::uint64_t tag, std::uint64_t total) {
-          const auto it = run->wan_recv_bytes.find({src, dst, static_cast<std::uint32_t>(tag)});
-          if (it == run->wan_recv_bytes.end() || it->second != total) return;
-          auto d = msg("delivered", id);
-          d["src"] = src;
-          d["dst"] = dst;
-          d["iteration"] = static_cast<int>(tag >> 32);
-          d["tag"] = static_cast<std::uint32_t>(tag);
-          d["bytes"] = total;
-          send_(d);
-        });
-      }
-      r->data->set_congestion(a.value("tcp_congestion", std::string{}));
-      if (a.contains("tcp_window")) {
-        // Only the WAN connections: a scaled window is meant for the WAN's bandwidth-delay
-        // product, not the DC's fabric.
-        std::set<int> wan_senders;
-        for (const auto& [src, dst] : recvs)
-          if (remote_dc(src)) wan_senders.insert(src);
-        r->data->set_window_clamp(a.at("tcp_window").get<int>(), std::move(wan_senders));
-      }
-      r->data->listen(a.at("listen_port").get<std::uint16_t>(), local, expected_in);
-
-      const auto compute = a.at("compute").get<std::string>();
-      const int iterations = a.at("iterations").get<int>();
-      if (a.contains("prefill")) setup_prefill(*r, a.at("prefill"), compute == "cuda");
-      // TP ranks in step: where a stage replica's `tp` ranks are all on this node.
-      if (const int tp = a.value("tp", 1); tp > 1) {
-        std::map<std::pair<int, int>, int> local_ranks;
-        for (const auto& p : programs) ++local_ranks[{p.stage, p.dp_rank}];
-        for (const auto& [group, n] : local_ranks)
-          if (n == tp) r->tp_syncs[group] = std::make_unique<TpSync>(tp);
-      }
-      std::size_t wi = 0;
-      for (const auto& w : a.at("workers")) {
-        const double eff = w.at("effective_flops").get<double>();
-        std::unique_ptr<Compute> c;
-        if (compute == "cuda") {
-          if (options_.gpus < 1) throw std::runtime_error("compute \"cuda\" asked, but this node has no GPU: " + options_.gpu_reason);
-          c = std::make_unique<CudaCompute>(w.at("gpu").get<int>() % options_.gpus, eff, r->wait_mutex, r->wait_cv);
-        } else {
-          c = std::make_unique<ModeledCompute>(eff, r->wait_mutex, r->wait_cv);
-        }
-        WorkerOptions wo;
-        wo.iterations = iterations;
-        if (r->windows) {
-          for (const auto& [worker, peer] : r->peers)
-            if (remote_dc(worker)) wo.wan_peers.insert(worker);
-          Run* run = r.get();
-          const auto id = r->id;
-          wo.wan_gate = [this, run, id](int worker, int peer, int iteration, std::uint32_t tag, std::uint64_t bytes,
-                                        std::function<void()> go) {
-            const Run::WindowKey key{worker, peer, iteration, tag};
-            {
-              std::lock_guard lock(run->windows_mutex);
-              if (!run->early_grants.erase(key)) {
-                run->waiting_grant.emplace(key, std::move(go));
-                auto want = msg("want", id);
-                want["worker"] = worker;
-                want["peer"] = peer;
-                want["iteration"] = iteration;
-                want["tag"] = tag;
-                want["bytes"] = bytes;
-                send_(want);
-                return;
-              }
-            }
-            go();
-          };
-        }
-        const auto id = r->id;
-        const int slot = w.at("gpu").get<int>();
-        if (r->shares.count(slot)) wo.gpu_share = r->shares.at(slot).get();
-        GpuShare* share = wo.gpu_share;
-        wo.on_iteration = [this, id, share](int worker, const program::IterationTime& t, int iteration,
-                                            const std::vector<std::pair<std::int64_t, std::int64_t>>& idle) {
-          auto p = msg("progress", id);
-          p["worker"] = worker;
-          p["iteration"] = iteration;
-          p["start_ns"] = t.start_ns;
-          p["end_ns"] = t.end_ns;
-          p["idle"] = idle;
-          if (share) {
-            p["prefill_wait_ns"] = share->training_waited_ns();
-            p["prefill_wait_after_resume_ns"] = share->training_waited_after_resume_ns();
-          }
-          send_(p);
-        };
-        if (const auto ts = r->tp_syncs.find({programs[wi].stage, programs[wi].dp_rank}); ts != r->tp_syncs.end())
-          wo.tp_sync = ts->second.get();
-        r->workers.push_back(std::make_unique<Worker>(std::move(programs[wi++]), std::move(c), *r->data, wo));
-        r->worker_of_slot[slot] = r->workers.back().get();
-      }
-    } catch (const std::exception& e) {
-      fail(run_id, fmt::format("cannot prepare: {}", e.what()));
-      return;
-    }
-    {
-      std::lock_guard lock(mutex_);
-      run_ = std::move(r);
-    }
-    send_(msg("ready", run_id));
+    on_assign(m, run_id);
     return;
   }
   if (!run_ || run_->id != run_id) return;  // a stale message of an earlier run
@@ -589,48 +448,239 @@ void Agent::handle(const nlohmann::json& m) {
     }
     send_(msg("connected", run_id));
   } else if (type == "start") {
-    // The common instant on the system clock, mapped onto this process's steady clock.
-    const auto at_unix = m.at("at_unix_ns").get<std::int64_t>();
-    const auto now_unix =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    const auto start = Clock::now() + std::chrono::nanoseconds(at_unix - now_unix);
-    Run* r = run_.get();
-    start_prefill(*r, start);
-    for (auto& w : r->workers) {
-      Worker* worker = w.get();
-      r->threads.emplace_back([this, r, worker, start, run_id] {
-        try {
-          {
-            std::unique_lock lock(r->wait_mutex);
-            r->wait_cv.wait_until(lock, start, [&] { return r->abort.load(); });
-          }
-          if (r->abort) return;
-          worker->set_start(start);
-          worker->run(r->abort);
-          // Training is over on this GPU: prefill stops with it (what is left is reported).
-          const int slot = slot_of_worker(*r, worker);
-          if (auto it = r->runners.find(slot); it != r->runners.end()) it->second->stop();
-          auto rep = msg("report", run_id);
-          rep["report"] = program::to_json(worker->report(std::chrono::seconds(30)));
-          // The worker's outgoing connections as TCP left them (congestion window, and the
-          // ssthresh where slow start ended): what the run's transfers had to work with.
-          auto tcp = nlohmann::json::array();
-          if (r->data)
-            for (const auto& t : r->data->tcp_states(worker->program().worker))
-              tcp.push_back({{"peer", t.dst},
-                             {"cwnd", t.cwnd},
-                             {"ssthresh", t.ssthresh >= kTcpInfiniteSsthresh ? nlohmann::json(nullptr) : nlohmann::json(t.ssthresh)},
-                             {"srtt_us", t.srtt_us},
-                             {"mss", t.mss},
-                             {"retransmits", t.total_retrans}});
-          rep["tcp"] = std::move(tcp);
-          send_(rep);
-        } catch (const Aborted&) {
-        } catch (const std::exception& e) {
-          if (!r->abort) fail(run_id, fmt::format("worker {}: {}", worker->program().worker, e.what()));
+    on_start(m, run_id);
+  }
+}
+
+void Agent::on_assign(const nlohmann::json& m, const std::string& run_id) {
+  if (run_) abort_run("a new run was assigned");
+  auto r = std::make_unique<Run>();
+  r->id = run_id;
+  r->assignment = m.at("assignment");
+  try {
+    prepare(*r);
+  } catch (const std::exception& e) {
+    fail(run_id, fmt::format("cannot prepare: {}", e.what()));
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    run_ = std::move(r);
+  }
+  send_(msg("ready", run_id));
+}
+
+void Agent::prepare(Run& run) {
+  Run* r = &run;
+  const auto& a = r->assignment;
+  Layout l;
+  l.my_dc = a.at("dc").get<std::string>();
+  l.connections = a.at("connections").get<int>();
+  l.peers = &r->peers;
+  for (const auto& p : a.at("peers"))
+    r->peers[p.at("worker").get<int>()] = {p.at("address").get<std::string>(), p.at("port").get<std::uint16_t>(),
+                                           p.at("dc").get<std::string>()};
+  for (const auto& w : a.at("workers")) l.programs.push_back(program::worker_program_from_json(w.at("program")));
+  for (const auto& p : l.programs) l.local.insert(p.worker);
+  for (const auto& p : l.programs) {
+    for (const auto& op : p.ops) {
+      if (op.kind == program::OpKind::send) l.sends.insert({p.worker, op.peer});
+      if (op.kind == program::OpKind::recv) l.recvs.insert({op.peer, p.worker});
+      if (op.kind == program::OpKind::allreduce && op.ring.size() > 1) {
+        if (const auto around = program::ring_neighbours(op.ring, p.worker)) {
+          l.sends.insert({p.worker, around->next});
+          l.recvs.insert({around->prev, p.worker});
         }
-      });
+      }
     }
+  }
+  int expected_in = 0;
+  for (const auto& [src, dst] : l.recvs)
+    if (!l.local.count(src)) expected_in += l.stripes_to(src);
+  r->windows = a.value("windows", false);
+  set_node_tcp(a);
+  for (const auto& w : a.at("workers")) l.slot_of[w.at("program").at("worker").get<int>()] = w.at("gpu").get<int>();
+  plan_connections(*r, l, expected_in);
+  setup_data_plane(*r, l, expected_in);
+
+  const auto compute = a.at("compute").get<std::string>();
+  if (a.contains("prefill")) setup_prefill(*r, a.at("prefill"), compute == "cuda");
+  // TP ranks in step: where a stage replica's `tp` ranks are all on this node.
+  if (const int tp = a.value("tp", 1); tp > 1) {
+    std::map<std::pair<int, int>, int> local_ranks;
+    for (const auto& p : l.programs) ++local_ranks[{p.stage, p.dp_rank}];
+    for (const auto& [group, n] : local_ranks)
+      if (n == tp) r->tp_syncs[group] = std::make_unique<TpSync>(tp);
+  }
+  add_workers(*r, l);
+}
+
+void Agent::plan_connections(Run& run, const Layout& l, int& expected_in) {
+  Run* r = &run;
+  const auto& a = r->assignment;
+  const int salt = a.value("port_salt", 0);
+  // Windowed runs: a pair's connections are paced to its share of the link (the
+  // coordinator sends bytes/s per connection for each destination DC).
+  const auto pacing = a.value("pacing", nlohmann::json::object());
+  for (const auto& [src, dst] : l.sends) {
+    std::uint64_t pace = 0;
+    if (l.remote_dc(dst)) {
+      const auto it = pacing.find(r->peers.at(dst).dc);
+      if (it != pacing.end()) pace = it->get<std::uint64_t>();
+    }
+    r->outgoing.push_back({src, dst, l.local.count(dst) ? 1 : l.stripes_to(dst),
+                           l.remote_dc(dst) ? l.slot_of.at(src) : -1, salt, pace});
+  }
+  for (const auto& p : l.programs)
+    for (const auto& op : p.ops)
+      if (op.kind == program::OpKind::recv && l.remote_dc(op.peer))
+        r->wan_recv_bytes[{op.peer, p.worker, op.tag}] = op.bytes;
+  // Pairs inside this agent connect through the loopback path of the node too: the
+  // bytes still cross TCP, like GPUs of one server talking through NCCL's socket
+  // transport would not, but keeping one code path makes counting exact.
+  for (const auto& [src, dst] : l.recvs)
+    if (l.local.count(src)) expected_in += 1;
+  for (const auto& [src, dst] : l.sends)
+    if (l.local.count(dst)) r->peers[dst] = {"127.0.0.1", a.at("listen_port").get<std::uint16_t>(), l.my_dc};
+}
+
+void Agent::setup_data_plane(Run& run, const Layout& l, int expected_in) {
+  Run* r = &run;
+  const auto& a = r->assignment;
+  if (r->windows) {
+    const auto id = r->id;
+    r->data->set_on_delivered([this, r, id](int src, int dst, std::uint64_t tag, std::uint64_t total) {
+      const auto it = r->wan_recv_bytes.find({src, dst, static_cast<std::uint32_t>(tag)});
+      if (it == r->wan_recv_bytes.end() || it->second != total) return;
+      auto d = msg("delivered", id);
+      d["src"] = src;
+      d["dst"] = dst;
+      d["iteration"] = static_cast<int>(tag >> 32);
+      d["tag"] = static_cast<std::uint32_t>(tag);
+      d["bytes"] = total;
+      send_(d);
+    });
+  }
+  r->data->set_congestion(a.value("tcp_congestion", std::string{}));
+  if (a.contains("tcp_window")) {
+    // Only the WAN connections: a scaled window is meant for the WAN's bandwidth-delay
+    // product, not the DC's fabric.
+    std::set<int> wan_senders;
+    for (const auto& [src, dst] : l.recvs)
+      if (l.remote_dc(src)) wan_senders.insert(src);
+    r->data->set_window_clamp(a.at("tcp_window").get<int>(), std::move(wan_senders));
+  }
+  r->data->listen(a.at("listen_port").get<std::uint16_t>(), l.local, expected_in);
+}
+
+void Agent::add_workers(Run& run, Layout& l) {
+  Run* r = &run;
+  const auto& a = r->assignment;
+  const auto compute = a.at("compute").get<std::string>();
+  const int iterations = a.at("iterations").get<int>();
+  std::size_t wi = 0;
+  for (const auto& w : a.at("workers")) {
+    const double eff = w.at("effective_flops").get<double>();
+    std::unique_ptr<Compute> c;
+    if (compute == "cuda") {
+      if (options_.gpus < 1) throw std::runtime_error("compute \"cuda\" asked, but this node has no GPU: " + options_.gpu_reason);
+      c = std::make_unique<CudaCompute>(w.at("gpu").get<int>() % options_.gpus, eff, r->wait_mutex, r->wait_cv);
+    } else {
+      c = std::make_unique<ModeledCompute>(eff, r->wait_mutex, r->wait_cv);
+    }
+    WorkerOptions wo;
+    wo.iterations = iterations;
+    if (r->windows) {
+      for (const auto& [worker, peer] : r->peers)
+        if (l.remote_dc(worker)) wo.wan_peers.insert(worker);
+      const auto id = r->id;
+      wo.wan_gate = [this, r, id](int worker, int peer, int iteration, std::uint32_t tag, std::uint64_t bytes,
+                                  std::function<void()> go) {
+        const Run::WindowKey key{worker, peer, iteration, tag};
+        {
+          std::lock_guard lock(r->windows_mutex);
+          if (!r->early_grants.erase(key)) {
+            r->waiting_grant.emplace(key, std::move(go));
+            auto want = msg("want", id);
+            want["worker"] = worker;
+            want["peer"] = peer;
+            want["iteration"] = iteration;
+            want["tag"] = tag;
+            want["bytes"] = bytes;
+            send_(want);
+            return;
+          }
+        }
+        go();
+      };
+    }
+    const auto id = r->id;
+    const int slot = w.at("gpu").get<int>();
+    if (r->shares.count(slot)) wo.gpu_share = r->shares.at(slot).get();
+    GpuShare* share = wo.gpu_share;
+    wo.on_iteration = [this, id, share](int worker, const program::IterationTime& t, int iteration,
+                                        const std::vector<std::pair<std::int64_t, std::int64_t>>& idle) {
+      auto p = msg("progress", id);
+      p["worker"] = worker;
+      p["iteration"] = iteration;
+      p["start_ns"] = t.start_ns;
+      p["end_ns"] = t.end_ns;
+      p["idle"] = idle;
+      if (share) {
+        p["prefill_wait_ns"] = share->training_waited_ns();
+        p["prefill_wait_after_resume_ns"] = share->training_waited_after_resume_ns();
+      }
+      send_(p);
+    };
+    if (const auto ts = r->tp_syncs.find({l.programs[wi].stage, l.programs[wi].dp_rank}); ts != r->tp_syncs.end())
+      wo.tp_sync = ts->second.get();
+    r->workers.push_back(std::make_unique<Worker>(std::move(l.programs[wi++]), std::move(c), *r->data, wo));
+    r->worker_of_slot[slot] = r->workers.back().get();
+  }
+}
+
+void Agent::on_start(const nlohmann::json& m, const std::string& run_id) {
+  // The common instant on the system clock, mapped onto this process's steady clock.
+  const auto at_unix = m.at("at_unix_ns").get<std::int64_t>();
+  const auto now_unix =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto start = Clock::now() + std::chrono::nanoseconds(at_unix - now_unix);
+  Run* r = run_.get();
+  start_prefill(*r, start);
+  for (auto& w : r->workers) {
+    Worker* worker = w.get();
+    r->threads.emplace_back([this, r, worker, start, run_id] {
+      try {
+        {
+          std::unique_lock lock(r->wait_mutex);
+          r->wait_cv.wait_until(lock, start, [&] { return r->abort.load(); });
+        }
+        if (r->abort) return;
+        worker->set_start(start);
+        worker->run(r->abort);
+        // Training is over on this GPU: prefill stops with it (what is left is reported).
+        const int slot = slot_of_worker(*r, worker);
+        if (auto it = r->runners.find(slot); it != r->runners.end()) it->second->stop();
+        auto rep = msg("report", run_id);
+        rep["report"] = program::to_json(worker->report(std::chrono::seconds(30)));
+        // The worker's outgoing connections as TCP left them (congestion window, and the
+        // ssthresh where slow start ended): what the run's transfers had to work with.
+        auto tcp = nlohmann::json::array();
+        if (r->data)
+          for (const auto& t : r->data->tcp_states(worker->program().worker))
+            tcp.push_back({{"peer", t.dst},
+                           {"cwnd", t.cwnd},
+                           {"ssthresh", t.ssthresh >= kTcpInfiniteSsthresh ? nlohmann::json(nullptr) : nlohmann::json(t.ssthresh)},
+                           {"srtt_us", t.srtt_us},
+                           {"mss", t.mss},
+                           {"retransmits", t.total_retrans}});
+        rep["tcp"] = std::move(tcp);
+        send_(rep);
+      } catch (const Aborted&) {
+      } catch (const std::exception& e) {
+        if (!r->abort) fail(run_id, fmt::format("worker {}: {}", worker->program().worker, e.what()));
+      }
+    });
   }
 }
 
