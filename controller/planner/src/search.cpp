@@ -379,190 +379,94 @@ std::string Candidate::schedule_name() const {
                                                 : workload::to_string(schedule);
 }
 
-std::vector<int> balanced_layers(const workload::Scenario& base, const std::vector<double>& stage_flops) {
-  const auto& par = base.parallelism;
-  const int pp = par.pp;
-  const int total = base.model.layers;
-  const int v = std::max(1, base.virtual_stages);
-  const auto even = workload::split_layers(total, pp);
-  if (pp < 2 || total <= pp * v || static_cast<int>(stage_flops.size()) != pp) return even;
-  // One layer's forward and backward, and its parameters per GPU: a stage of two layers
-  // less a stage of one (neither holding the embedding or the head).
-  const auto one = workload::stage_costs(base.model, par, base.micro_batch_size, even);
-  auto shape = one.front().shape;
-  shape.vocab = 0;
-  const auto fb_of = [](const program::StageShape& sh) {
-    return program::gemm_flops(program::stage_gemms(sh, program::OpKind::forward)) +
-           program::gemm_flops(program::stage_gemms(sh, program::OpKind::backward));
-  };
-  shape.layers = 1;
-  const double fb1 = fb_of(shape);
-  shape.layers = 2;
-  const double fb_layer = fb_of(shape) - fb1;
-  // Memory per layer of each stage at the even split: the state (weights, gradients,
-  // optimizer, all proportional to the layers) and the activations held (proportional too).
-  const auto mem = stage_memory_use(base, par, base.schedule, base.micro_batches, base.micro_batch_size, even, v);
-  const double per_param = 2.0 * workload::dtype_bytes(base.model.dtype) +
-                           workload::optimizer_bytes_per_parameter(base) /
-                               (base.memory.distributed_optimizer ? par.dp : 1);
-  const double layer_params = static_cast<double>(workload::layer_parameters(base.model)) / par.tp;
-  std::vector<double> extra(pp), fixed(pp), per_layer(pp);
-  for (int s = 0; s < pp; ++s) {
-    const auto i = static_cast<std::size_t>(s);
-    extra[i] = one[i].forward_flops + one[i].backward_flops - even[i] * fb_layer;
-    per_layer[i] = layer_params * per_param + static_cast<double>(mem[i].activations) / even[i];
-    fixed[i] = static_cast<double>(mem[i].needed()) - even[i] * per_layer[i];
+namespace {
+
+// One search (search() below): its inputs, its clock and what it found so far, phase by
+// phase. The members are named as the phases' code names them.
+class Search {
+ public:
+  Search(const workload::Scenario& scenario_, const core::Topology& topo_, const SearchOptions& o_)
+      : scenario(scenario_),
+        topo(topo_),
+        o(o_),
+        clock(o.clock ? o.clock : [t0 = std::chrono::steady_clock::now()] {
+          return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }),
+        start(clock()),
+        est(scenario, topo) {
+    const auto& sp = scenario.parallelism;
+    result.batch = o.batch.value_or(static_cast<long>(scenario.micro_batches) * scenario.micro_batch_size *
+                                    std::max(1L, o.gpus.hi / (static_cast<long>(sp.pp) * sp.tp)));
+    if (result.batch < 1) throw PlanError(fmt::format("--batch {}: give at least 1 sequence", result.batch));
+    counts = gpu_counts(o.gpus);
+    policies = o.policies.empty() ? arbiter::policy_names() : o.policies;
   }
-  std::vector<int> out(static_cast<std::size_t>(pp), v);
-  for (int left = total - pp * v; left > 0; --left) {
-    std::size_t pick = 0;
-    bool pick_fits = false;
-    double pick_time = 0, pick_mem = 0;
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      const double t = ((out[i] + 1) * fb_layer + extra[i]) / stage_flops[i];
-      const double m = fixed[i] + (out[i] + 1) * per_layer[i];
-      const bool f = m <= kGpuMemoryBytes;
-      const bool better = i == 0 || (f && !pick_fits) ||
-                          (f == pick_fits && (f ? (t < pick_time || (t == pick_time && m < pick_mem)) : m < pick_mem));
-      if (better) {
-        pick = i;
-        pick_fits = f;
-        pick_time = t;
-        pick_mem = m;
+
+  // Atlas's greedy rule at each GPU count.
+  void greedy() {
+    const auto& sp = scenario.parallelism;
+    // Atlas's greedy rule at each GPU count: the scenario's split grown to the count, placed
+    // by workload::place_workers on the offered DCs (whole nodes).
+    core::Topology offered = topo;
+    for (auto& dc : offered.dcs) dc.nodes = 0;
+    for (const auto& off : o.dcs) offered.dcs[off.dc].nodes = offered_nodes(topo.dcs[off.dc], off.gpus);
+    for (long n : counts) {
+      Candidate g;
+      g.greedy = true;
+      g.gpu_limit = n;
+      g.par = {sp.pp, static_cast<int>(n / (static_cast<long>(sp.pp) * sp.tp)), sp.tp};
+      if (g.par.dp < 1) continue;
+      g.micro_batch_size = scenario.micro_batch_size;
+      g.micro_batches = micro_batches_for(result.batch, g.par.dp, g.micro_batch_size);
+      if (g.micro_batches > kMaxMicroBatches) continue;
+      g.schedule = scenario.schedule;
+      g.virtual_stages = scenario.virtual_stages;
+      g.balanced = static_cast<int>(scenario.layers_per_stage.size()) == g.par.pp;
+      g.layers = g.balanced ? scenario.layers_per_stage : workload::split_layers(scenario.model.layers, g.par.pp);
+      if (g.schedule == Schedule::interleaved_1f1b && g.micro_batches % g.par.pp != 0)
+        g.micro_batches += g.par.pp - g.micro_batches % g.par.pp;
+      g.policy = scenario.policy;
+      workload::Scenario s = scenario;
+      s.parallelism = g.par;
+      s.placement.clear();
+      std::vector<workload::WorkerPlacement> workers;
+      try {
+        workers = workload::place_workers(s, offered);
+      } catch (const core::ConfigError&) {
+        continue;  // the rule cannot place this many GPUs on these DCs
       }
-    }
-    ++out[pick];
-  }
-  return out;
-}
-
-core::Topology candidate_topology(const core::Topology& topo, const Candidate& c) {
-  core::Topology out = topo;
-  for (std::size_t i = 0; i < c.chain.size(); ++i) {
-    auto& dc = out.dcs.at(c.chain[i]);
-    const int per_node = dc.gpus_per_node / c.par.tp;
-    const int replicas = c.stages[i] * c.par.dp;
-    dc.nodes = std::max(dc.nodes, (replicas + per_node - 1) / per_node);
-  }
-  return out;
-}
-
-workload::Scenario candidate_scenario(const workload::Scenario& base, const core::Topology& topo, const Candidate& c,
-                                      const std::string& name, const std::filesystem::path& topology_file) {
-  workload::Scenario s = base;
-  s.name = name;
-  s.description = fmt::format("{}{} (wanlab plan from {})", c.greedy ? "Atlas's greedy rule: " : "",
-                              c.describe(topo), base.name);
-  s.source_file = name;
-  s.topology_path = topology_file;
-  s.parallelism = c.par;
-  s.micro_batch_size = c.micro_batch_size;
-  s.micro_batches = c.micro_batches;
-  s.schedule = c.schedule;
-  s.virtual_stages = c.virtual_stages;
-  s.layers_per_stage.clear();
-  if (c.balanced) s.layers_per_stage = c.layers;
-  s.connections = c.connections;
-  s.policy = c.policy;
-  s.prefill.reset();  // a training plan: the prefill load's nodes belong to the original lab
-  s.placement.clear();
-  for (std::size_t i = 0; i < c.chain.size(); ++i)
-    for (int k = 0; k < c.stages[i]; ++k)
-      s.placement.emplace_back(static_cast<std::size_t>(c.par.dp), topo.dcs.at(c.chain[i]).name);
-  return s;
-}
-
-SearchResult search(const workload::Scenario& scenario, const core::Topology& topo, const SearchOptions& o) {
-  const auto clock = o.clock ? o.clock : [t0 = std::chrono::steady_clock::now()] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  const double start = clock();
-  const auto elapsed = [&] { return clock() - start; };
-  const auto report = [&](const char* phase, std::size_t done, std::size_t total, const Candidate* best) {
-    if (o.progress) o.progress(Progress{phase, done, total, elapsed(), o.budget_s, best});
-  };
-  if (!(o.budget_s > 0)) throw PlanError(fmt::format("--budget {}: give a positive number of seconds", o.budget_s));
-  if (o.dcs.empty()) throw PlanError("no DC to plan on: the topology has none, or --dcs named none");
-  if (o.dcs.size() > 8) throw PlanError(fmt::format("{} DCs: plan searches at most 8 at once (--dcs)", o.dcs.size()));
-
-  SearchResult result;
-  const auto& sp = scenario.parallelism;
-  result.batch = o.batch.value_or(static_cast<long>(scenario.micro_batches) * scenario.micro_batch_size *
-                                  std::max(1L, o.gpus.hi / (static_cast<long>(sp.pp) * sp.tp)));
-  if (result.batch < 1) throw PlanError(fmt::format("--batch {}: give at least 1 sequence", result.batch));
-  const auto counts = gpu_counts(o.gpus);
-  const auto policies = o.policies.empty() ? arbiter::policy_names() : o.policies;
-  Estimator est(scenario, topo);
-
-  // Atlas's greedy rule at each GPU count: the scenario's split grown to the count, placed
-  // by workload::place_workers on the offered DCs (whole nodes).
-  core::Topology offered = topo;
-  for (auto& dc : offered.dcs) dc.nodes = 0;
-  for (const auto& off : o.dcs) offered.dcs[off.dc].nodes = offered_nodes(topo.dcs[off.dc], off.gpus);
-  for (long n : counts) {
-    Candidate g;
-    g.greedy = true;
-    g.gpu_limit = n;
-    g.par = {sp.pp, static_cast<int>(n / (static_cast<long>(sp.pp) * sp.tp)), sp.tp};
-    if (g.par.dp < 1) continue;
-    g.micro_batch_size = scenario.micro_batch_size;
-    g.micro_batches = micro_batches_for(result.batch, g.par.dp, g.micro_batch_size);
-    if (g.micro_batches > kMaxMicroBatches) continue;
-    g.schedule = scenario.schedule;
-    g.virtual_stages = scenario.virtual_stages;
-    g.balanced = static_cast<int>(scenario.layers_per_stage.size()) == g.par.pp;
-    g.layers = g.balanced ? scenario.layers_per_stage : workload::split_layers(scenario.model.layers, g.par.pp);
-    if (g.schedule == Schedule::interleaved_1f1b && g.micro_batches % g.par.pp != 0)
-      g.micro_batches += g.par.pp - g.micro_batches % g.par.pp;
-    g.policy = scenario.policy;
-    workload::Scenario s = scenario;
-    s.parallelism = g.par;
-    s.placement.clear();
-    std::vector<workload::WorkerPlacement> workers;
-    try {
-      workers = workload::place_workers(s, offered);
-    } catch (const core::ConfigError&) {
-      continue;  // the rule cannot place this many GPUs on these DCs
-    }
-    for (int st = 0; st < g.par.pp; ++st) {
-      const auto dc = workers[static_cast<std::size_t>(workload::worker_id(g.par, st, 0, 0))].dc;
-      if (g.chain.empty() || g.chain.back() != dc) {
-        g.chain.push_back(dc);
-        g.stages.push_back(0);
+      for (int st = 0; st < g.par.pp; ++st) {
+        const auto dc = workers[static_cast<std::size_t>(workload::worker_id(g.par, st, 0, 0))].dc;
+        if (g.chain.empty() || g.chain.back() != dc) {
+          g.chain.push_back(dc);
+          g.stages.push_back(0);
+        }
+        ++g.stages.back();
       }
-      ++g.stages.back();
+      g.memory_bytes = memory_use(scenario, g.par, g.schedule, memory_micro_batches(g.schedule, g.par.pp, g.micro_batches),
+                                  g.micro_batch_size, g.balanced ? g.layers : std::vector<int>{}, g.virtual_stages)
+                           .peak_bytes;
+      bool linked = true;
+      for (std::size_t i = 0; i + 1 < g.chain.size(); ++i)
+        linked = linked && topo.find_link(g.chain[i], g.chain[i + 1]) && topo.find_link(g.chain[i + 1], g.chain[i]);
+      if (!linked) continue;
+      g.estimate_s = est.estimate(g);
+      result.greedy.push_back(g);
     }
-    g.memory_bytes = memory_use(scenario, g.par, g.schedule, memory_micro_batches(g.schedule, g.par.pp, g.micro_batches),
-                                g.micro_batch_size, g.balanced ? g.layers : std::vector<int>{}, g.virtual_stages)
-                         .peak_bytes;
-    bool linked = true;
-    for (std::size_t i = 0; i + 1 < g.chain.size(); ++i)
-      linked = linked && topo.find_link(g.chain[i], g.chain[i + 1]) && topo.find_link(g.chain[i + 1], g.chain[i]);
-    if (!linked) continue;
-    g.estimate_s = est.estimate(g);
-    result.greedy.push_back(g);
+
   }
 
-  // Phase 1: the whole space, estimated; kept: the best per (DC set, GPU count) and the
-  // best overall.
-  const auto chains = dc_chains(topo, o.dcs);
-  std::vector<std::vector<int>> even_layers(static_cast<std::size_t>(std::min(scenario.model.layers, kMaxStages)) + 1);
-  for (std::size_t pp = 1; pp < even_layers.size(); ++pp)
-    even_layers[pp] = workload::split_layers(scenario.model.layers, static_cast<int>(pp));
-  const auto tps = tp_choices(scenario, topo, o.dcs);
-  std::map<std::pair<std::string, long>, Candidate> per_set;  // (sorted DC set, count)
-  std::vector<Candidate> best;                                // a heap by estimate, at most fast_extra
-  const auto worse = [](const Candidate& a, const Candidate& b) {
-    return a.estimate_s / a.sequences() < b.estimate_s / b.sequences();
-  };
-  std::array<std::size_t, std::size(kSchedules)> fit_by_schedule{};
-  std::size_t fit_balanced = 0;
-  MemoryUse smallest;
-  smallest.peak_bytes = std::numeric_limits<double>::infinity();
-  std::size_t done_chains = 0;
-  // The estimates stop at half the budget, keeping the best so far; false once they did.
-  const double estimate_until = 0.5 * o.budget_s;
-  const auto estimate_all = [&] {
+  // Phase 1, the estimates; false once they stopped at half the budget.
+  bool estimate_all() {
+    // The whole space, estimated; kept: the best per (DC set, GPU count) and the best overall.
+    chains = dc_chains(topo, o.dcs);
+    even_layers.assign(static_cast<std::size_t>(std::min(scenario.model.layers, kMaxStages)) + 1, {});
+    for (std::size_t pp = 1; pp < even_layers.size(); ++pp)
+      even_layers[pp] = workload::split_layers(scenario.model.layers, static_cast<int>(pp));
+    tps = tp_choices(scenario, topo, o.dcs);
+    smallest.peak_bytes = std::numeric_limits<double>::infinity();
+    // The estimates stop at half the budget, keeping the best so far.
+    const double estimate_until = 0.5 * o.budget_s;
     for (const auto& chain_idx : chains) {
       std::vector<std::size_t> chain;
       std::string set_key;
@@ -652,138 +556,195 @@ SearchResult search(const workload::Scenario& scenario, const core::Topology& to
       report("estimate", ++done_chains, chains.size(), nullptr);
     }
     return true;
-  };
-  if (!estimate_all()) {
-    result.budget_ran_out = true;
-    if (result.fit == 0)
+  }
+
+  // After phase 1: the counts by schedule and split; an error when nothing fits.
+  void check_fit() {
+    for (std::size_t i = 0; i < fit_by_schedule.size(); ++i) {
+      Candidate named;
+      named.schedule = kSchedules[i].schedule;
+      named.virtual_stages = kSchedules[i].virtual_stages;
+      result.fit_by_schedule[named.schedule_name()] = fit_by_schedule[i];
+    }
+    result.fit_by_split = {{"even", result.fit - fit_balanced}, {"balanced", fit_balanced}};
+    if (result.fit == 0) {
+      if (result.space == 0)
+        throw PlanError(fmt::format("no split of {} on {} fits {} GPUs: every candidate needs more GPUs than the DCs "
+                                    "offer (or than --gpus allows)",
+                                    scenario.model.preset.empty() ? "the model" : scenario.model.preset, topo.name,
+                                    o.gpus.hi));
+      constexpr double gib = static_cast<double>(workload::kGiB);
+      throw PlanError(fmt::format(
+          "the model fits nowhere: its smallest split needs {:.1f} GiB per GPU (stage {}: {:.1f} GiB of weights, "
+          "gradients and optimizer state, {:.1f} GiB of activations), more than {:.0f} GiB; offer more GPUs (--gpus, "
+          "--dcs): more pipeline stages split the model finer",
+          smallest.peak_bytes / gib, smallest.stage, smallest.state_bytes / gib, smallest.activation_bytes / gib,
+          kGpuMemoryBytes / gib));
+    }
+
+  }
+
+  // Phase 2.
+  void fast_phase() {
+    // Phase 2: the fast model: the greedy rule, the best estimates, those again with every
+    // policy and number of connections, then the plot's points (best estimates first).
+    std::sort_heap(best.begin(), best.end(), worse);
+    std::vector<Candidate> points;
+    for (auto& [key, c] : per_set) points.push_back(c);
+    std::stable_sort(points.begin(), points.end(), worse);
+    std::set<std::string> seen;
+    const Candidate* best_fast = nullptr;
+    const auto note_best = [&] {
+      best_fast = nullptr;
+      for (const auto& c : result.fast)
+        if (!best_fast || *c.fast_s / c.sequences() < *best_fast->fast_s / best_fast->sequences()) best_fast = &c;
+    };
+    const double fast_until = 0.7 * o.budget_s;
+    // Runs `list` in the fast model while the budget lasts; false once it ran out.
+    const auto run_fast = [&](const std::vector<Candidate>& list) {
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        if (!result.fast.empty() && elapsed() > fast_until) {
+          result.budget_ran_out = true;
+          return false;
+        }
+        if (!seen.insert(candidate_key(list[i])).second) continue;
+        auto c = list[i];
+        const double before = elapsed();
+        if (auto t = predict(scenario, topo, c, o.fast, true)) {
+          c.fast_s = t;
+          result.fast.push_back(std::move(c));
+          note_best();
+        }
+        if (result.fast.size() <= 1 && elapsed() > o.budget_s)
+          throw PlanError(fmt::format("--budget {} s is too short for one candidate: the estimates took {:.2f} s and "
+                                      "the first prediction {:.2f} s; give at least {:.0f} s",
+                                      o.budget_s, before, elapsed() - before, std::ceil(elapsed() * 2)));
+        report("fast", i + 1, list.size(), best_fast);
+      }
+      return true;
+    };
+    bool more = run_fast(result.greedy) && run_fast(best);
+    if (more) {
+      // Policies and connections matter only where the pipeline crosses the WAN.
+      std::vector<Candidate> tops;
+      for (const auto& c : result.fast)
+        if (!c.greedy && c.chain.size() > 1) tops.push_back(c);
+      std::sort(tops.begin(), tops.end(), by_fast);
+      if (tops.size() > o.knob_structures) tops.resize(o.knob_structures);
+      std::vector<Candidate> knobs;
+      for (const auto& t : tops)
+        for (const auto& p : policies)
+          for (int k : o.connection_choices) {
+            Candidate c = t;
+            c.policy = p;
+            c.connections = k;
+            c.fast_s.reset();
+            c.estimate_s = est.estimate(c);
+            knobs.push_back(std::move(c));
+          }
+      more = run_fast(knobs);
+    }
+    if (more) run_fast(points);
+    if (result.fast.empty())
+      throw PlanError("the simulator refused every candidate it was given (see `wanlab simulate` on the scenario)");
+
+  }
+
+  // Phase 3.
+  void default_phase() {
+    // Phase 3: the default model on the best of the fast model's and on the greedy rule.
+    std::vector<Candidate> order = result.fast;
+    std::stable_sort(order.begin(), order.end(), by_fast);
+    std::vector<Candidate> finals;
+    std::set<std::string> taken;
+    for (const auto& c : order) {
+      if (finals.size() >= std::max<std::size_t>(o.top, 1)) break;
+      if (taken.insert(candidate_key(c)).second) finals.push_back(c);
+    }
+    for (const auto& c : order)
+      if (c.greedy && taken.insert(candidate_key(c)).second) finals.push_back(c);
+    std::vector<Candidate> fast_only;
+    const Candidate* best_full = nullptr;
+    for (std::size_t i = 0; i < finals.size(); ++i) {
+      auto c = finals[i];
+      if (i > 0 && elapsed() > o.budget_s) {
+        result.budget_ran_out = true;
+        fast_only.push_back(std::move(c));
+        continue;
+      }
+      if (auto t = predict(scenario, topo, c, o.full, false)) {
+        c.full_s = t;
+        result.ranked.push_back(std::move(c));
+        best_full = nullptr;
+        for (const auto& r : result.ranked)
+          if (!best_full || by_full(r, *best_full)) best_full = &r;
+      }
+      report("default", i + 1, finals.size(), best_full);
+    }
+    std::stable_sort(result.ranked.begin(), result.ranked.end(), by_full);
+    // What the budget left to the fast model alone follows, marked by its missing full_s.
+    result.ranked.insert(result.ranked.end(), fast_only.begin(), fast_only.end());
+  }
+
+  double elapsed() const { return clock() - start; }
+
+  const workload::Scenario& scenario;
+  const core::Topology& topo;
+  const SearchOptions& o;
+  SearchResult result;
+
+ private:
+  static bool worse(const Candidate& a, const Candidate& b) {
+    return a.estimate_s / a.sequences() < b.estimate_s / b.sequences();
+  }
+  static bool by_fast(const Candidate& a, const Candidate& b) {
+    return *a.fast_s / a.sequences() < *b.fast_s / b.sequences();
+  }
+  static bool by_full(const Candidate& a, const Candidate& b) {
+    return *a.full_s / a.sequences() < *b.full_s / b.sequences();
+  }
+  void report(const char* phase, std::size_t done, std::size_t total, const Candidate* best_so_far) const {
+    if (o.progress) o.progress(Progress{phase, done, total, elapsed(), o.budget_s, best_so_far});
+  }
+
+  std::function<double()> clock;
+  double start;
+  std::vector<long> counts;
+  std::vector<std::string> policies;
+  Estimator est;
+  // Phase 1's state, which phases 2 and 3 read.
+  std::vector<std::vector<std::size_t>> chains;
+  std::vector<std::vector<int>> even_layers;
+  std::vector<int> tps;
+  std::map<std::pair<std::string, long>, Candidate> per_set;  // (sorted DC set, count)
+  std::vector<Candidate> best;                                // a heap by estimate, at most fast_extra
+  std::array<std::size_t, std::size(kSchedules)> fit_by_schedule{};
+  std::size_t fit_balanced = 0;
+  MemoryUse smallest;
+  std::size_t done_chains = 0;
+};
+
+}  // namespace
+
+SearchResult search(const workload::Scenario& scenario, const core::Topology& topo, const SearchOptions& o) {
+  if (!(o.budget_s > 0)) throw PlanError(fmt::format("--budget {}: give a positive number of seconds", o.budget_s));
+  if (o.dcs.empty()) throw PlanError("no DC to plan on: the topology has none, or --dcs named none");
+  if (o.dcs.size() > 8) throw PlanError(fmt::format("{} DCs: plan searches at most 8 at once (--dcs)", o.dcs.size()));
+
+  Search s(scenario, topo, o);
+  s.greedy();
+  if (!s.estimate_all()) {
+    s.result.budget_ran_out = true;
+    if (s.result.fit == 0)
       throw PlanError(fmt::format("--budget {} s is too short for one candidate: the estimates ran {:.2f} s and none "
                                   "within memory was found yet; give at least {:.0f} s",
-                                  o.budget_s, elapsed(), std::ceil(elapsed() * 4)));
+                                  o.budget_s, s.elapsed(), std::ceil(s.elapsed() * 4)));
   }
-  for (std::size_t i = 0; i < fit_by_schedule.size(); ++i) {
-    Candidate named;
-    named.schedule = kSchedules[i].schedule;
-    named.virtual_stages = kSchedules[i].virtual_stages;
-    result.fit_by_schedule[named.schedule_name()] = fit_by_schedule[i];
-  }
-  result.fit_by_split = {{"even", result.fit - fit_balanced}, {"balanced", fit_balanced}};
-  if (result.fit == 0) {
-    if (result.space == 0)
-      throw PlanError(fmt::format("no split of {} on {} fits {} GPUs: every candidate needs more GPUs than the DCs "
-                                  "offer (or than --gpus allows)",
-                                  scenario.model.preset.empty() ? "the model" : scenario.model.preset, topo.name,
-                                  o.gpus.hi));
-    constexpr double gib = static_cast<double>(workload::kGiB);
-    throw PlanError(fmt::format(
-        "the model fits nowhere: its smallest split needs {:.1f} GiB per GPU (stage {}: {:.1f} GiB of weights, "
-        "gradients and optimizer state, {:.1f} GiB of activations), more than {:.0f} GiB; offer more GPUs (--gpus, "
-        "--dcs): more pipeline stages split the model finer",
-        smallest.peak_bytes / gib, smallest.stage, smallest.state_bytes / gib, smallest.activation_bytes / gib,
-        kGpuMemoryBytes / gib));
-  }
-
-  // Phase 2: the fast model: the greedy rule, the best estimates, those again with every
-  // policy and number of connections, then the plot's points (best estimates first).
-  std::sort_heap(best.begin(), best.end(), worse);
-  std::vector<Candidate> points;
-  for (auto& [key, c] : per_set) points.push_back(c);
-  std::stable_sort(points.begin(), points.end(), worse);
-  const auto by_fast = [](const Candidate& a, const Candidate& b) {
-    return *a.fast_s / a.sequences() < *b.fast_s / b.sequences();
-  };
-  const auto by_full = [](const Candidate& a, const Candidate& b) {
-    return *a.full_s / a.sequences() < *b.full_s / b.sequences();
-  };
-  std::set<std::string> seen;
-  const Candidate* best_fast = nullptr;
-  const auto note_best = [&] {
-    best_fast = nullptr;
-    for (const auto& c : result.fast)
-      if (!best_fast || *c.fast_s / c.sequences() < *best_fast->fast_s / best_fast->sequences()) best_fast = &c;
-  };
-  const double fast_until = 0.7 * o.budget_s;
-  // Runs `list` in the fast model while the budget lasts; false once it ran out.
-  const auto run_fast = [&](const std::vector<Candidate>& list) {
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      if (!result.fast.empty() && elapsed() > fast_until) {
-        result.budget_ran_out = true;
-        return false;
-      }
-      if (!seen.insert(candidate_key(list[i])).second) continue;
-      auto c = list[i];
-      const double before = elapsed();
-      if (auto t = predict(scenario, topo, c, o.fast, true)) {
-        c.fast_s = t;
-        result.fast.push_back(std::move(c));
-        note_best();
-      }
-      if (result.fast.size() <= 1 && elapsed() > o.budget_s)
-        throw PlanError(fmt::format("--budget {} s is too short for one candidate: the estimates took {:.2f} s and "
-                                    "the first prediction {:.2f} s; give at least {:.0f} s",
-                                    o.budget_s, before, elapsed() - before, std::ceil(elapsed() * 2)));
-      report("fast", i + 1, list.size(), best_fast);
-    }
-    return true;
-  };
-  bool more = run_fast(result.greedy) && run_fast(best);
-  if (more) {
-    // Policies and connections matter only where the pipeline crosses the WAN.
-    std::vector<Candidate> tops;
-    for (const auto& c : result.fast)
-      if (!c.greedy && c.chain.size() > 1) tops.push_back(c);
-    std::sort(tops.begin(), tops.end(), by_fast);
-    if (tops.size() > o.knob_structures) tops.resize(o.knob_structures);
-    std::vector<Candidate> knobs;
-    for (const auto& t : tops)
-      for (const auto& p : policies)
-        for (int k : o.connection_choices) {
-          Candidate c = t;
-          c.policy = p;
-          c.connections = k;
-          c.fast_s.reset();
-          c.estimate_s = est.estimate(c);
-          knobs.push_back(std::move(c));
-        }
-    more = run_fast(knobs);
-  }
-  if (more) run_fast(points);
-  if (result.fast.empty())
-    throw PlanError("the simulator refused every candidate it was given (see `wanlab simulate` on the scenario)");
-
-  // Phase 3: the default model on the best of the fast model's and on the greedy rule.
-  std::vector<Candidate> order = result.fast;
-  std::stable_sort(order.begin(), order.end(), by_fast);
-  std::vector<Candidate> finals;
-  std::set<std::string> taken;
-  for (const auto& c : order) {
-    if (finals.size() >= std::max<std::size_t>(o.top, 1)) break;
-    if (taken.insert(candidate_key(c)).second) finals.push_back(c);
-  }
-  for (const auto& c : order)
-    if (c.greedy && taken.insert(candidate_key(c)).second) finals.push_back(c);
-  std::vector<Candidate> fast_only;
-  const Candidate* best_full = nullptr;
-  for (std::size_t i = 0; i < finals.size(); ++i) {
-    auto c = finals[i];
-    if (i > 0 && elapsed() > o.budget_s) {
-      result.budget_ran_out = true;
-      fast_only.push_back(std::move(c));
-      continue;
-    }
-    if (auto t = predict(scenario, topo, c, o.full, false)) {
-      c.full_s = t;
-      result.ranked.push_back(std::move(c));
-      best_full = nullptr;
-      for (const auto& r : result.ranked)
-        if (!best_full || by_full(r, *best_full)) best_full = &r;
-    }
-    report("default", i + 1, finals.size(), best_full);
-  }
-  std::stable_sort(result.ranked.begin(), result.ranked.end(), by_full);
-  // What the budget left to the fast model alone follows, marked by its missing full_s.
-  result.ranked.insert(result.ranked.end(), fast_only.begin(), fast_only.end());
-  result.elapsed_s = elapsed();
-  return result;
+  s.check_fit();
+  s.fast_phase();
+  s.default_phase();
+  s.result.elapsed_s = s.elapsed();
+  return s.result;
 }
 
 }  // namespace wanlab::planner
