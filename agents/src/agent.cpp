@@ -499,11 +499,13 @@ void Agent::prepare(Run& run) {
     if (!l.local.count(src)) expected_in += l.stripes_to(src);
   r->windows = a.value("windows", false);
   set_node_tcp(a);
+  const int salt = a.value("port_salt", 0);
   for (const auto& w : a.at("workers")) l.slot_of[w.at("program").at("worker").get<int>()] = w.at("gpu").get<int>();
-  plan_connections(*r, l, expected_in);
+  plan_connections(*r, l, salt, expected_in);
   setup_data_plane(*r, l, expected_in);
 
   const auto compute = a.at("compute").get<std::string>();
+  const int iterations = a.at("iterations").get<int>();
   if (a.contains("prefill")) setup_prefill(*r, a.at("prefill"), compute == "cuda");
   // TP ranks in step: where a stage replica's `tp` ranks are all on this node.
   if (const int tp = a.value("tp", 1); tp > 1) {
@@ -512,13 +514,12 @@ void Agent::prepare(Run& run) {
     for (const auto& [group, n] : local_ranks)
       if (n == tp) r->tp_syncs[group] = std::make_unique<TpSync>(tp);
   }
-  add_workers(*r, l);
+  add_workers(*r, l, compute, iterations);
 }
 
-void Agent::plan_connections(Run& run, const Layout& l, int& expected_in) {
+void Agent::plan_connections(Run& run, const Layout& l, int salt, int& expected_in) {
   Run* r = &run;
   const auto& a = r->assignment;
-  const int salt = a.value("port_salt", 0);
   // Windowed runs: a pair's connections are paced to its share of the link (the
   // coordinator sends bytes/s per connection for each destination DC).
   const auto pacing = a.value("pacing", nlohmann::json::object());
@@ -573,11 +574,9 @@ void Agent::setup_data_plane(Run& run, const Layout& l, int expected_in) {
   r->data->listen(a.at("listen_port").get<std::uint16_t>(), l.local, expected_in);
 }
 
-void Agent::add_workers(Run& run, Layout& l) {
+void Agent::add_workers(Run& run, Layout& l, const std::string& compute, int iterations) {
   Run* r = &run;
   const auto& a = r->assignment;
-  const auto compute = a.at("compute").get<std::string>();
-  const int iterations = a.at("iterations").get<int>();
   std::size_t wi = 0;
   for (const auto& w : a.at("workers")) {
     const double eff = w.at("effective_flops").get<double>();

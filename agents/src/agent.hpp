@@ -52,9 +52,9 @@ class Agent {
   // A run's steps: its assignment (prepare: connections, data plane, workers), its start.
   void on_assign(const nlohmann::json& msg, const std::string& run_id);
   void prepare(Run& r);
-  void plan_connections(Run& r, const Layout& l, int& expected_in);
+  void plan_connections(Run& r, const Layout& l, int salt, int& expected_in);
   void setup_data_plane(Run& r, const Layout& l, int expected_in);
-  void add_workers(Run& r, Layout& l);
+  void add_workers(Run& r, Layout& l, const std::string& compute, int iterations);
   void on_start(const nlohmann::json& msg, const std::string& run_id);
   void abort_run(const std::string& why);
   void setup_prefill(Run& r, const nlohmann::json& spec, bool cuda);

@@ -393,7 +393,10 @@ class Search {
           return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         }),
         start(clock()),
-        est(scenario, topo) {
+        est(scenario, topo) {}
+
+  // After search() checked the options: the batch, the GPU counts and the policies.
+  void size_batch() {
     const auto& sp = scenario.parallelism;
     result.batch = o.batch.value_or(static_cast<long>(scenario.micro_batches) * scenario.micro_batch_size *
                                     std::max(1L, o.gpus.hi / (static_cast<long>(sp.pp) * sp.tp)));
@@ -727,11 +730,12 @@ class Search {
 }  // namespace
 
 SearchResult search(const workload::Scenario& scenario, const core::Topology& topo, const SearchOptions& o) {
+  Search s(scenario, topo, o);  // starts the clock
   if (!(o.budget_s > 0)) throw PlanError(fmt::format("--budget {}: give a positive number of seconds", o.budget_s));
   if (o.dcs.empty()) throw PlanError("no DC to plan on: the topology has none, or --dcs named none");
   if (o.dcs.size() > 8) throw PlanError(fmt::format("{} DCs: plan searches at most 8 at once (--dcs)", o.dcs.size()));
 
-  Search s(scenario, topo, o);
+  s.size_batch();
   s.greedy();
   if (!s.estimate_all()) {
     s.result.budget_ran_out = true;
