@@ -43,7 +43,7 @@ if [[ $rc -ne 0 && -f $failed && -f Testing/Temporary/LastTest.log ]]; then
       p && /^<end of output>/ { p = 0 }
       p && /^(Command|Directory): / { next }
       p && (/FAILED:/ || /^vm: / || /^(docker|swarm|api|pytorch|fuzz): / || /[Ee]rror/) { print; n = 6; next }
-      p && n > 0 { print; n-- }' Testing/Temporary/LastTest.log | grep -v 'dbus' | head -60
+      p && n > 0 { print; n-- }' Testing/Temporary/LastTest.log | grep -v 'dbus' | head -60 || true
   done <"$failed"
 fi
 exit $rc
