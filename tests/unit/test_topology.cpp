@@ -11,18 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "temp_dir.hpp"
 #include "test_topology_fixtures.hpp"
-#include "wanlab/core/topology.hpp"
 
-using namespace wanlab;
-using namespace wanlab::core;
-using namespace std::chrono_literals;
-using Catch::Matchers::Contains;
-using nlohmann::json;
-namespace fs = std::filesystem;
-
-using namespace topology_test;
+using namespace topology_test;  // wanlab, wanlab::core, json, fs, Contains, chrono literals
 
 // --- shipped topologies ---------------------------------------------------------------------
 

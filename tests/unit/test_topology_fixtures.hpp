@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -14,6 +15,8 @@ namespace topology_test {
 
 using namespace wanlab;
 using namespace wanlab::core;
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
 using nlohmann::json;
 namespace fs = std::filesystem;
 inline const std::string kSource = WANLAB_SOURCE_DIR;
