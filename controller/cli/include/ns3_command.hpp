@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_report.hpp"
+#include "bench_runner.hpp"
 #include "run_support.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/workload/scenario.hpp"
@@ -25,10 +26,6 @@ std::optional<std::string> ns3_unavailable();
 /// As simulate_variants(), in the ns-3 reference. A variant the reference cannot express
 /// is skipped with its one-line reason (and `rc` set to 1). Throws std::runtime_error when
 /// a file cannot be written or the build has no ns-3.
-nlohmann::json ns3_variants(const workload::Scenario& scenario, const std::string& scenario_file,
-                            const core::Topology& topo, const std::vector<bench::Variant>& variants,
-                            const PlacementScenarios& dp_across, nlohmann::json skipped,
-                            const std::vector<std::string>& policies, const std::vector<int>& connections,
-                            double compute_jitter, const std::filesystem::path& out, int& rc);
+nlohmann::json ns3_variants(BenchSetup setup, double compute_jitter, int& rc);
 
 }  // namespace wanlab::cli

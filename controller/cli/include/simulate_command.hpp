@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_report.hpp"
+#include "bench_runner.hpp"
 #include "run_support.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/sim/simulator.hpp"
@@ -59,18 +60,12 @@ struct SimulateArgs {
 };
 int cmd_simulate(const SimulateArgs& a);
 
-/// Simulates `variants` of `scenario` on `topo` into `out` (created; one folder per
-/// variant, bench.json and bench.md). `dp_across` has the scenarios of the placement and
-/// named baselines, by placement, where a variant needs one. `rounds` as bench's --repeat
-/// (run r of a variant in NAME-runR); with a prefill load each variant gets a training-only
-/// twin (bench_runner.hpp). Returns bench.json's object; `rc` is set to 1 if a variant
-/// failed. Throws std::runtime_error when a file cannot be written.
-nlohmann::json simulate_variants(const workload::Scenario& scenario, const std::string& scenario_file,
-                                 const core::Topology& topo, const std::vector<bench::Variant>& variants,
-                                 const PlacementScenarios& dp_across, nlohmann::json skipped,
-                                 const std::vector<std::string>& policies, const std::vector<int>& connections,
-                                 const SimFlags& flags, const std::filesystem::path& out, int& rc,
-                                 int rounds = 1);
+/// Simulates the variants of `setup` (bench_runner.hpp) into setup.out (created; one folder
+/// per variant, bench.json and bench.md), setup.rounds times each (run r of a variant in
+/// NAME-runR); with a prefill load each variant gets a training-only twin. Returns
+/// bench.json's object; `rc` is set to 1 if a variant failed. Throws std::runtime_error
+/// when a file cannot be written.
+nlohmann::json simulate_variants(BenchSetup setup, const SimFlags& flags, int& rc);
 
 /// The WAN link traces of a topology as the simulator takes them (rate steps); throws
 /// core::ConfigError for an unreadable or invalid trace file.

@@ -141,41 +141,32 @@ class LabExecutor final : public BenchExecutor {
   const PlacementScenarios& dp_across_;
 };
 
+// `base` writing into `out`, each variant `rounds` times (the simulator's and the ns-3
+// reference's one run each stands for the lab's mean in a cross-check).
+BenchSetup into(BenchSetup base, fs::path out, int rounds = 1) {
+  base.out = std::move(out);
+  base.rounds = rounds;
+  return base;
+}
+
 // The variants in the lab, one run each (--repeat: per round): bench.json, bench.md, run
-// folders and plots in `out`. Returns bench.json's object (null when the lab could not be
+// folders and plots in setup.out. Returns bench.json's object (null when the lab could not be
 // had); `rc` as cmd_bench's.
-json lab_variants(const BenchArgs& a, const workload::Scenario& scenario, const core::Topology& topo,
-                  const std::vector<bench::Variant>& variants, json skipped, const PlacementScenarios& dp_across,
-                  const std::vector<std::string>& policies, const std::vector<int>& connections, const fs::path& out,
-                  int& rc) {
+json lab_variants(const BenchArgs& a, const BenchSetup& setup, int& rc) {
   LabUse lab;
-  if (const int up = acquire_lab(scenario, topo, a.backend, lab); up != 0) {
+  if (const int up = acquire_lab(*setup.scenario, *setup.topology, a.backend, lab); up != 0) {
     rc = up;
     return json();
   }
   catch_interrupts();
-  LabExecutor executor(a, lab, dp_across);
-  BenchSetup setup;
-  setup.scenario = &scenario;
-  setup.scenario_file = fs::absolute(a.scenario).lexically_normal().string();
-  setup.topology = &topo;
-  setup.variants = variants;
-  setup.dp_across = &dp_across;
-  setup.skipped = std::move(skipped);
-  setup.policies = policies;
-  setup.connections = connections;
-  setup.rounds = a.repeat;
-  setup.out = out;
+  LabExecutor executor(a, lab, *setup.dp_across);
   return run_bench(executor, setup, rc);
 }
 
 // `--mode` with ns3 (alone or with lab and simulate): each executor into OUT (alone) or
 // OUT/lab, OUT/sim, OUT/ns3, then crosscheck.json and crosscheck.md side by side.
-int bench_executors(const BenchArgs& a, const std::vector<std::string>& modes, const workload::Scenario& scenario,
-                    const std::string& scenario_file, const core::Topology& topo,
-                    const std::vector<bench::Variant>& variants, const json& skipped,
-                    const PlacementScenarios& dp_across, const std::vector<std::string>& policies,
-                    const std::vector<int>& connections, const fs::path& out) {
+int bench_executors(const BenchArgs& a, const std::vector<std::string>& modes, const BenchSetup& base) {
+  const fs::path& out = base.out;
   const bool alone = modes.size() == 1;
   std::map<std::string, json> benches;
   int rc = 0;
@@ -183,19 +174,16 @@ int bench_executors(const BenchArgs& a, const std::vector<std::string>& modes, c
     int mode_rc = 0;
     try {
       if (mode == "lab") {
-        auto lab = lab_variants(a, scenario, topo, variants, skipped, dp_across, policies, connections,
-                                alone ? out : out / "lab", mode_rc);
+        auto lab = lab_variants(a, into(base, alone ? out : out / "lab", a.repeat), mode_rc);
         if (!lab.is_null()) benches["lab"] = std::move(lab);
         if (mode_rc == 130) return mode_rc;
       } else if (mode == "simulate") {
         fmt::print("\nsimulating the variants\n");
-        benches["simulate"] = simulate_variants(scenario, scenario_file, topo, variants, dp_across, skipped, policies,
-                                                connections, a.sim, alone ? out : out / "sim", mode_rc);
+        benches["simulate"] = simulate_variants(into(base, alone ? out : out / "sim"), a.sim, mode_rc);
       } else {
         fmt::print("\nrunning the variants in the ns-3 reference (minutes each)\n");
         std::fflush(stdout);
-        benches["ns3"] = ns3_variants(scenario, scenario_file, topo, variants, dp_across, skipped, policies,
-                                      connections, parse_sim_flags(a.sim).compute_jitter, alone ? out : out / "ns3",
+        benches["ns3"] = ns3_variants(into(base, alone ? out : out / "ns3"), parse_sim_flags(a.sim).compute_jitter,
                                       mode_rc);
       }
     } catch (const std::exception& e) {
@@ -305,14 +293,21 @@ int cmd_bench(const BenchArgs& a) {
   fmt::print("bench {}: {} variant{} ({}), baseline {}, results in {}\n", scenario.name, variants.size(),
              variants.size() == 1 ? "" : "s", names, baseline, out.string());
 
+  const BenchSetup base{.scenario = &scenario,
+                        .scenario_file = scenario_file,
+                        .topology = &topo,
+                        .variants = variants,
+                        .dp_across = &dp_across,
+                        .skipped = skipped,
+                        .policies = policies,
+                        .connections = connections,
+                        .rounds = 1,
+                        .out = out};
   int rc = 0;
-  if (std::find(modes.begin(), modes.end(), "ns3") != modes.end())
-    return bench_executors(a, modes, scenario, scenario_file, topo, variants, skipped, dp_across, policies,
-                           connections, out);
+  if (std::find(modes.begin(), modes.end(), "ns3") != modes.end()) return bench_executors(a, modes, base);
   if (a.mode == "simulate") {
     try {
-      const auto result = simulate_variants(scenario, scenario_file, topo, variants, dp_across, skipped, policies,
-                                            connections, a.sim, out, rc, a.repeat);
+      const auto result = simulate_variants(into(base, out, a.repeat), a.sim, rc);
       fmt::print("\n{}\nresults: {}/bench.json, bench.md, one run folder per variant\n", bench::markdown(result),
                  out.string());
     } catch (const std::exception& e) {
@@ -322,18 +317,17 @@ int cmd_bench(const BenchArgs& a) {
     return rc;
   }
   if (a.mode == "lab") {
-    (void)lab_variants(a, scenario, topo, variants, skipped, dp_across, policies, connections, out, rc);
+    (void)lab_variants(a, into(base, out, a.repeat), rc);
     return rc;
   }
   // both: the lab first (it takes minutes), then the simulator, then the comparison.
-  const auto lab = lab_variants(a, scenario, topo, variants, skipped, dp_across, policies, connections, out / "lab", rc);
+  const auto lab = lab_variants(a, into(base, out / "lab", a.repeat), rc);
   if (lab.is_null() || rc == 130) return rc;
   int sim_rc = 0;
   json simulated;
   try {
     fmt::print("\nsimulating the same variants\n");
-    simulated = simulate_variants(scenario, scenario_file, topo, variants, dp_across, skipped, policies, connections,
-                                  a.sim, out / "sim", sim_rc);
+    simulated = simulate_variants(into(base, out / "sim"), a.sim, sim_rc);
   } catch (const std::exception& e) {
     fmt::print(stderr, "wanlab: bench: {}\n", e.what());
     return 1;

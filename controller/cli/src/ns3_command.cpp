@@ -140,27 +140,13 @@ class Ns3Executor final : public BenchExecutor {
 }  // namespace
 #endif
 
-json ns3_variants(const workload::Scenario& scenario, const std::string& scenario_file, const core::Topology& topo,
-                  const std::vector<bench::Variant>& variants, const PlacementScenarios& dp_across,
-                  json skipped, const std::vector<std::string>& policies, const std::vector<int>& connections,
-                  double compute_jitter, const fs::path& out, int& rc) {
+json ns3_variants(BenchSetup setup, double compute_jitter, int& rc) {
 #ifndef WANLAB_HAVE_NS3
-  (void)scenario, (void)scenario_file, (void)topo, (void)variants, (void)dp_across, (void)skipped, (void)policies,
-      (void)connections, (void)compute_jitter, (void)out, (void)rc;
+  (void)setup, (void)compute_jitter, (void)rc;
   throw std::runtime_error(*ns3_unavailable());
 #else
-  fs::create_directories(out);
-  Ns3Executor executor(scenario_file, topo, scenario, compute_jitter);
-  BenchSetup setup;
-  setup.scenario = &scenario;
-  setup.scenario_file = scenario_file;
-  setup.topology = &topo;
-  setup.variants = variants;
-  setup.dp_across = &dp_across;
-  setup.skipped = std::move(skipped);
-  setup.policies = policies;
-  setup.connections = connections;
-  setup.out = out;
+  fs::create_directories(setup.out);
+  Ns3Executor executor(setup.scenario_file, *setup.topology, *setup.scenario, compute_jitter);
   int run_rc = 0;
   auto result = run_bench(executor, setup, run_rc);
   rc = rc != 0 ? rc : run_rc;

@@ -351,24 +351,9 @@ class SimExecutor final : public BenchExecutor {
 
 }  // namespace
 
-json simulate_variants(const workload::Scenario& scenario, const std::string& scenario_file,
-                       const core::Topology& topo, const std::vector<bench::Variant>& variants,
-                       const PlacementScenarios& dp_across, json skipped,
-                       const std::vector<std::string>& policies, const std::vector<int>& connections,
-                       const SimFlags& flags, const fs::path& out, int& rc, int rounds) {
-  SimExecutor executor(scenario, scenario_file, topo, flags);
-  fs::create_directories(out);
-  BenchSetup setup;
-  setup.scenario = &scenario;
-  setup.scenario_file = scenario_file;
-  setup.topology = &topo;
-  setup.variants = variants;
-  setup.dp_across = &dp_across;
-  setup.skipped = std::move(skipped);
-  setup.policies = policies;
-  setup.connections = connections;
-  setup.rounds = rounds;
-  setup.out = out;
+json simulate_variants(BenchSetup setup, const SimFlags& flags, int& rc) {
+  SimExecutor executor(*setup.scenario, setup.scenario_file, *setup.topology, flags);
+  fs::create_directories(setup.out);
   setup.command = "simulate";
   int run_rc = 0;
   auto result = run_bench(executor, setup, run_rc);
@@ -434,9 +419,17 @@ int cmd_simulate(const SimulateArgs& a) {
              variants.size(), variants.size() == 1 ? "" : "s", names, out.string());
   int rc = 0;
   try {
-    const auto result = simulate_variants(scenario, fs::absolute(a.scenario).lexically_normal().string(), topo,
-                                          variants, dp_across, skipped, policies, connections, a.sim, out, rc,
-                                          a.repeat);
+    const BenchSetup setup{.scenario = &scenario,
+                           .scenario_file = fs::absolute(a.scenario).lexically_normal().string(),
+                           .topology = &topo,
+                           .variants = variants,
+                           .dp_across = &dp_across,
+                           .skipped = skipped,
+                           .policies = policies,
+                           .connections = connections,
+                           .rounds = a.repeat,
+                           .out = out};
+    const auto result = simulate_variants(setup, a.sim, rc);
     fmt::print("\n{}\nresults: {}/bench.json, bench.md, one run folder per variant\n", bench::markdown(result),
                out.string());
   } catch (const core::ConfigError& e) {
