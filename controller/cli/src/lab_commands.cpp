@@ -20,9 +20,10 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 #include <thread>
+#include <variant>
 
 #include "commands.hpp"
-#include "daemon.hpp"
+#include "wanlab/daemon/daemon.hpp"
 #include "lab_lookup.hpp"
 #include "wanlab/api/lab_controller.hpp"
 #include "wanlab/run/run_manager.hpp"
@@ -134,35 +135,35 @@ bool check_privileges(const char* what, bool namespaces) {
   return false;
 }
 
-int cmd_up(const UpArgs& a) {
+namespace {
+
+// --engine-sched and --engine-cpu; nullopt (said why) when they are not valid here.
+std::optional<ThreadSched> engine_sched_of(const UpArgs& a) {
   const auto sched = parse_thread_sched(a.engine_sched);
   if (!sched) {
     fmt::print(stderr, "wanlab: --engine-sched: {}\n", sched.error);
-    return 2;
+    return std::nullopt;
   }
   ThreadSched engine_sched = sched.value;
   if (a.engine_cpu) {
     const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
     if (*a.engine_cpu < 0 || *a.engine_cpu >= cpus) {
       fmt::print(stderr, "wanlab: --engine-cpu: {} is not a CPU of this machine (0..{})\n", *a.engine_cpu, cpus - 1);
-      return 2;
+      return std::nullopt;
     }
     if (sched.value.policy == ThreadSched::Policy::deadline) {
       fmt::print(stderr, "wanlab: --engine-cpu: a SCHED_DEADLINE engine (--engine-sched {}) cannot be pinned to a CPU\n",
                  a.engine_sched);
-      return 2;
+      return std::nullopt;
     }
     engine_sched.cpu = a.engine_cpu;
   }
-  core::Topology topo;
-  try {
-    topo = core::load_topology(a.file);
-  } catch (const core::ConfigError& e) {
-    fmt::print(stderr, "wanlab: {}\n", e.what());
-    return 2;
-  }
-  // Traces named by links are checked before anything is built; the controller starts
-  // their replays once the lab is up.
+  return engine_sched;
+}
+
+// The traces named by links, checked before anything is built (the controller starts
+// their replays once the lab is up): a line per replay, or nullopt (said why).
+std::optional<std::vector<std::string>> check_link_traces(const core::Topology& topo) {
   std::vector<std::string> replays;
   for (const auto& l : topo.links) {
     if (!l.trace) continue;
@@ -175,39 +176,36 @@ int cmd_up(const UpArgs& a) {
                                     replay::human_trace_time(s.length), replay::to_string(trace.mode)));
     } catch (const core::ConfigError& e) {
       fmt::print(stderr, "wanlab: the trace of link {} ({}): {}\n", link, l.json_path, e.what());
-      return 2;
+      return std::nullopt;
     }
   }
-  if (!check_privileges(a.router_only ? "up --router-only" : "up", !a.router_only)) return 1;
+  return replays;
+}
+
+// The lab's lock, for building it here. Held by a controller, or by another `up` still
+// building the lab (its state is written once the lab is up): waits a while for one or the
+// other. Without the lock, the exit status of this `up` (it said why).
+std::variant<lab::LabLock, int> lock_lab(const core::Topology& topo) {
   const auto& name = topo.name;
-
-  auto lock = lab::LabLock::try_acquire(name);
-  if (!lock) {
-    // Held by a controller, or by another `up` still building the lab (its state is written
-    // once the lab is up): wait a while for one or the other.
-    std::optional<lab::LabState> state;
-    for (auto waited = 0ms; waited < kWaitForOtherUp; waited += 100ms) {
-      state = lab::read_state(name);
-      if (state && state->controller_pid > 0) break;
-      state.reset();
-      if (auto got = lab::LabLock::try_acquire(name)) {  // the other `up` failed and let go: build it here
-        lock.emplace(std::move(*got));
-        break;
-      }
-      std::this_thread::sleep_for(100ms);
-    }
-    if (!lock) {
-      if (!state) {
-        fmt::print(stderr, "wanlab: lab {} is being brought up by another `wanlab up` (still not up after {} s); "
-                           "nothing done\n",
-                   name, std::chrono::duration_cast<std::chrono::seconds>(kWaitForOtherUp).count());
-        return 1;
-      }
-      return already_up(*state, topo);
-    }
+  if (auto lock = lab::LabLock::try_acquire(name)) return std::move(*lock);
+  std::optional<lab::LabState> state;
+  for (auto waited = 0ms; waited < kWaitForOtherUp; waited += 100ms) {
+    state = lab::read_state(name);
+    if (state && state->controller_pid > 0) return already_up(*state, topo);
+    state.reset();
+    if (auto got = lab::LabLock::try_acquire(name)) return std::move(*got);  // the other `up` failed and let go
+    std::this_thread::sleep_for(100ms);
   }
-  remove_leftovers(name);
+  fmt::print(stderr, "wanlab: lab {} is being brought up by another `wanlab up` (still not up after {} s); "
+                     "nothing done\n",
+             name, std::chrono::duration_cast<std::chrono::seconds>(kWaitForOtherUp).count());
+  return 1;
+}
 
+// The controller's options from the command line and this host (netem, the nodes' TCP
+// congestion control); nullopt, with `rc` set, when the lab cannot be built so.
+std::optional<api::UpOptions> up_options(const UpArgs& a, const core::Topology& topo, const ThreadSched& engine_sched,
+                                         int& rc) {
   api::UpOptions options;
   options.engine_sched = engine_sched;
   options.backend = a.backend;
@@ -221,7 +219,8 @@ int cmd_up(const UpArgs& a) {
   options.swarm = a.swarm;
   if (a.swarm && !a.router_only) {
     fmt::print(stderr, "wanlab: up: --swarm is for a swarm stack's router: add --router-only\n");
-    return 2;
+    rc = 2;
+    return std::nullopt;
   }
   options.netem = netlink::netem_available();
   const auto backend = api::resolve_backend(a.backend, options.netem);
@@ -230,27 +229,26 @@ int cmd_up(const UpArgs& a) {
                "jitter and loss are not; use --backend userspace (or auto) for them\n");
   if (a.backend == "auto" && backend == "userspace")
     fmt::print("note: this kernel has no netem qdisc: the WAN runs in the userspace engine\n");
-
   if (!a.router_only) {
     try {
       const auto cc = lab::choose_tcp_congestion(topo);
       options.tcp_congestion = cc.set;
       if (!cc.note.empty()) fmt::print("note: {}\n", cc.note);
     } catch (const std::exception& e) {
-      fmt::print(stderr, "wanlab: lab {} not built: {}\n", name, e.what());
-      return 1;
+      fmt::print(stderr, "wanlab: lab {} not built: {}\n", topo.name, e.what());
+      rc = 1;
+      return std::nullopt;
     }
   }
+  return options;
+}
 
-  if (a.foreground) {
-    spdlog::info("controller for lab {} running in the foreground (pid {})", name, ::getpid());
-    for (const auto& r : replays) spdlog::info("{}", r);
-    return run_controller(topo, options, UniqueFd(), a.then);
-  }
-
+// Forks the controller daemon (this program, without exec: --token was blanked in argv
+// once parsed) and waits for its one-line report: up, or why not.
+int start_daemon(const core::Topology& topo, const api::UpOptions& options, const std::vector<std::string>& replays) {
+  const auto& name = topo.name;
   Pipe ready = make_pipe("the controller's report");
-  // Single-threaded here (netem_available joins its probe), so fork is safe. The daemon is
-  // this program forked without exec (--token was blanked in argv once parsed).
+  // Single-threaded here (netem_available joins its probe), so fork is safe.
   auto controller = ChildProcess::fork_call("the controller of lab " + name, [&]() -> int {
     ready.read.reset();
     ::setsid();
@@ -268,7 +266,7 @@ int cmd_up(const UpArgs& a) {
     ::signal(SIGHUP, SIG_IGN);
     int rc = 1;
     try {
-      rc = run_controller(topo, options, std::move(ready.write), std::nullopt);
+      rc = daemon::run_controller(topo, options, std::move(ready.write), std::nullopt);
     } catch (const std::exception& e) {
       spdlog::critical("controller failed: {}", e.what());
     }
@@ -284,8 +282,8 @@ int cmd_up(const UpArgs& a) {
     std::size_t nodes = topo.node_count();
     fmt::print("lab {} is up: {} DCs, {} nodes, {} directed WAN links ({} backend); {} kernel operations in "
                "{:.0f} ms\n",
-               name, topo.dcs.size(), nodes, topo.links.size(), backend, j["operations"].get<std::size_t>(),
-               j["bring_up_ms"].get<double>());
+               name, topo.dcs.size(), nodes, topo.links.size(), api::resolve_backend(options.backend, options.netem),
+               j["operations"].get<std::size_t>(), j["bring_up_ms"].get<double>());
     fmt::print("controller pid {}, API {}, log {}\n", j["pid"].get<int>(), lab::socket_path(name).string(),
                lab::log_path(name).string());
     for (const auto& r : replays) fmt::print("{}\n", r);
@@ -302,6 +300,35 @@ int cmd_up(const UpArgs& a) {
     fmt::print(stderr, "wanlab: the controller of lab {} died during bring-up; see {}; run `wanlab down {}`\n", name,
                lab::log_path(name).string(), name);
   return 1;
+}
+
+}  // namespace
+
+int cmd_up(const UpArgs& a) {
+  const auto engine_sched = engine_sched_of(a);
+  if (!engine_sched) return 2;
+  core::Topology topo;
+  try {
+    topo = core::load_topology(a.file);
+  } catch (const core::ConfigError& e) {
+    fmt::print(stderr, "wanlab: {}\n", e.what());
+    return 2;
+  }
+  const auto replays = check_link_traces(topo);
+  if (!replays) return 2;
+  if (!check_privileges(a.router_only ? "up --router-only" : "up", !a.router_only)) return 1;
+  auto lock = lock_lab(topo);
+  if (const int* rc = std::get_if<int>(&lock)) return *rc;
+  remove_leftovers(topo.name);
+  int rc = 0;
+  const auto options = up_options(a, topo, *engine_sched, rc);
+  if (!options) return rc;
+  if (a.foreground) {
+    spdlog::info("controller for lab {} running in the foreground (pid {})", topo.name, ::getpid());
+    for (const auto& r : *replays) spdlog::info("{}", r);
+    return daemon::run_controller(topo, *options, UniqueFd(), a.then);
+  }
+  return start_daemon(topo, *options, *replays);
 }
 
 int cmd_down(const std::optional<std::string>& lab_arg) {

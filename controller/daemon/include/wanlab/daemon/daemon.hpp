@@ -1,7 +1,7 @@
 #pragma once
 // The controller daemon's main loop (`wanlab up`, in the background or with --foreground):
 // the lab, the API and metrics servers, the run manager, the state-file flush, `--then`,
-// signals, and the teardown at the end. `up` (lab_commands.cpp) forks the daemon.
+// signals, and the teardown at the end. `wanlab up` (cli/src/lab_commands.cpp) forks the daemon.
 #include <optional>
 #include <string>
 
@@ -9,7 +9,7 @@
 #include "wanlab/common/unique_fd.hpp"
 #include "wanlab/core/topology.hpp"
 
-namespace wanlab::cli {
+namespace wanlab::daemon {
 
 /// Builds the lab, serves the API until a shutdown request or SIGINT/SIGTERM, then tears
 /// the lab down. Reports "ready {json}" or "error <text>" on `report_to` (if any) and
@@ -18,4 +18,4 @@ namespace wanlab::cli {
 int run_controller(const core::Topology& topo, const api::UpOptions& options, UniqueFd report_to,
                    const std::optional<std::string>& then);
 
-}  // namespace wanlab::cli
+}  // namespace wanlab::daemon
