@@ -8,6 +8,8 @@
 #include "wanlab/arbiter/fluid.hpp"
 
 using namespace wanlab::arbiter;
+using wanlab::Nanos;
+using wanlab::kNever;
 
 namespace {
 
@@ -186,7 +188,7 @@ TEST_CASE("a flow that never sends loses its window after the timeout; the next 
   o.idle_timeout = 200 * kMs;
   auto arb = make("atlas", 0, o);
   auto ts = pipelines(3);
-  ts[0].silent_until = kNeverSends;
+  ts[0].silent_until = kNever;
   const auto r = run_fluid(arb, ts, 0, {}, 10 * kSec);
   REQUIRE(r.delivered[0] == -1);
   REQUIRE(std::abs(r.delivered[1] - (200 * kMs + kTransfer)) <= 10);

@@ -26,7 +26,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr arbiter::Nanos kMs = 1'000'000;
+constexpr Nanos kMs = 1'000'000;
 
 // Two DCs of 2 nodes with 2 GPUs each; pp 2 x dp 2 x tp 2, 2 connections per WAN peer:
 // stage 0 in use, stage 1 in euw, each replica's TP pair on one node.
@@ -133,7 +133,7 @@ TEST_CASE("bridge: windows.csv, one writer: times since the origin, wire times l
   b.spec.kind = arbiter::TransferKind::gradient;
   b.revoked = true;
   const auto wire = [](const arbiter::WindowRecord& w) {
-    return w.id == 0 ? workload::WireTimes{1'001 * kMs, -1} : workload::WireTimes{1'001 * kMs, 1'002 * kMs};
+    return w.id == 0 ? workload::WireTimes{1'001 * kMs, std::nullopt} : workload::WireTimes{1'001 * kMs, 1'002 * kMs};
   };
   const auto csv = lines(workload::windows_csv(plan.topology, {a, b}, wire, 1'000 * kMs));
   REQUIRE(csv.size() == 3);

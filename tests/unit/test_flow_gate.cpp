@@ -180,11 +180,11 @@ TEST_CASE("a closed gate holds its flow's packets in order and hands them back w
   CHECK(c[0].id == 10);
   CHECK(c[0].open);
   CHECK(c[0].opened_ns == 3000);
-  CHECK(c[0].first_out_ns == -1);
+  CHECK(!c[0].first_out_ns);
   CHECK(c[0].held_packets == 0);
   CHECK(c[1].id == 11);
   CHECK_FALSE(c[1].open);
-  CHECK(c[1].opened_ns == -1);
+  CHECK(!c[1].opened_ns);
   CHECK(c[1].held_packets == 1);
 
   // Sent packets: counted with their times; the first since the gate opened is kept.
@@ -200,7 +200,7 @@ TEST_CASE("a closed gate holds its flow's packets in order and hands them back w
   g.set_open(0, true, 5000);
   g.feed(take, 0);
   g.counters(c);
-  CHECK(c[0].first_out_ns == -1);  // none since it opened again
+  CHECK(!c[0].first_out_ns);  // none since it opened again
   CHECK(c[0].last_out_ns == 3200);
 }
 

@@ -17,7 +17,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr arbiter::Nanos kMs = 1'000'000;
+constexpr Nanos kMs = 1'000'000;
 
 // Two DCs of 2 nodes with 2 GPUs each; pp 2 x dp 2 x tp 2: stage 0 in use, stage 1 in euw,
 // each replica's TP pair on one node (workers 0,1 use-0; 2,3 use-1; 4,5 euw-0; 6,7 euw-1).
@@ -32,7 +32,7 @@ const workload::Plan& plan() {
   return p;
 }
 
-RunWindows make(const std::string& policy = "atlas", arbiter::Nanos lookahead = 0, double rate = 1e9) {
+RunWindows make(const std::string& policy = "atlas", Nanos lookahead = 0, double rate = 1e9) {
   arbiter::ArbiterOptions o;
   o.idle_timeout = 100 * kMs;
   o.pack_small_transfers = false;  // this plan's messages are tiny: keep one window at a time
@@ -141,8 +141,8 @@ TEST_CASE("windows: with lookahead the next in line hears its grant shortly befo
   REQUIRE(early.messages.empty());
   // Once the link has sent them (12.5 kB/s), with a few more bytes reported meanwhile
   // (a stalled window would end), the next in line hears its grant.
-  const arbiter::Nanos at = static_cast<arbiter::Nanos>(static_cast<double>(bytes - 100) * 8e9 / 1e5);
-  for (arbiter::Nanos now = 20 * kMs; now <= at; now += 20 * kMs) {
+  const Nanos at = static_cast<Nanos>(static_cast<double>(bytes - 100) * 8e9 / 1e5);
+  for (Nanos now = 20 * kMs; now <= at; now += 20 * kMs) {
     c[0].admitted_bytes += 1;
     w.flow_bytes({0, 1}, c, now);
     WindowActions none;

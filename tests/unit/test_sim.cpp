@@ -191,8 +191,10 @@ TEST_CASE("the simulator is deterministic and reports every worker", "[unit][sim
     REQUIRE(w.id < a.wire.size());
     const auto& x = a.wire[w.id];
     INFO("transfer " << w.id);
-    CHECK(x.first >= w.start);
-    CHECK(x.last > x.first);
+    REQUIRE(x.first);
+    REQUIRE(x.last);
+    CHECK(*x.first >= w.start);
+    CHECK(*x.last > *x.first);
     ++on_wire;
   }
   CHECK(on_wire > 0);

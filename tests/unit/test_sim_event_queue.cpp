@@ -9,6 +9,7 @@
 #include "wanlab/sim/event_queue.hpp"
 
 using namespace wanlab::sim;
+using wanlab::Nanos;
 
 TEST_CASE("the event queue hands events out in time order, ties in push order", "[unit][sim][sim-parts]") {
   EventQueue q;

@@ -5,6 +5,7 @@
 #include "wanlab/sim/flow_network.hpp"
 
 using namespace wanlab::sim;
+using wanlab::Nanos;
 
 
 namespace {

@@ -8,6 +8,7 @@
 #include "wanlab/sim/tcp_model.hpp"
 
 using namespace wanlab::sim;
+using wanlab::Nanos;
 
 namespace {
 constexpr Nanos kRtt = 20'000'000;

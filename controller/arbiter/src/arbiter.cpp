@@ -24,7 +24,6 @@ std::string to_string(TransferKind k) {
 
 namespace {
 
-constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
 
 // What TCP gives: no windows, every transfer on the link at once.
 class FairPolicy final : public Policy {
@@ -308,7 +307,7 @@ void Arbiter::complete(TransferId id, Nanos now) {
   if (t.state == State::pending || t.state == State::revoked_pending) std::erase(l.waiting, id);
   t.state = State::done;
   t.done = now;
-  if (t.drained < 0) t.drained = now;
+  if (t.drained == kNotYet) t.drained = now;
   events_.push_back({Event::Kind::done, id, t.spec.link, now});
   schedule(l, now);
 }

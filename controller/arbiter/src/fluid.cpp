@@ -60,7 +60,7 @@ FluidResult run_fluid(Arbiter& arb, const std::vector<FluidTransfer>& transfers,
     for (std::size_t i = 0; i < n; ++i) {
       if (!asked[i]) next = std::min(next, transfers[i].ready);
       if (finished[i] >= 0 && r.delivered[i] < 0) next = std::min(next, finished[i] + delay);
-      if (asked[i] && finished[i] < 0 && now < transfers[i].silent_until && transfers[i].silent_until != kNeverSends)
+      if (asked[i] && finished[i] < 0 && now < transfers[i].silent_until && transfers[i].silent_until != kNever)
         next = std::min(next, transfers[i].silent_until);
       if (rate[i] > 0) {
         const double left = static_cast<double>(transfers[i].spec.bytes) - sent[i];

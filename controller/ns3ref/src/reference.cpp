@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <tuple>
@@ -81,7 +82,7 @@ struct Message {
   bool granted = false, paused = false, windowed = false;
   int parts_left = 0, parts_unsent = 0;
   std::uint64_t sent = 0;  // payload bytes TCP has sent
-  Nanos first = -1, last = -1;
+  std::optional<Nanos> first, last;  // its bytes' first and last send
 };
 
 struct Group {
@@ -483,7 +484,7 @@ class Reference {
       if (hi > lo) {
         auto& m = messages_[p.msg];
         m.sent += hi - lo;
-        if (m.first < 0) m.first = t;
+        if (!m.first) m.first = t;
       }
     }
     while (!c.to_send.empty() && c.to_send.front().end <= c.sent) {

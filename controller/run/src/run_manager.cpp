@@ -109,7 +109,7 @@ fs::path find_agent_binary() {
 // RTT samples rose by the wait, CUBIC's HyStart left slow start on them at congestion
 // windows below what a window carries per connection, and transfers then waited an RTT for
 // ACKs mid-window (bench/results/2026-11-22-policies.md, "Grants when the window opens").
-constexpr arbiter::Nanos kGrantLookahead = 0;
+constexpr Nanos kGrantLookahead = 0;
 
 struct RunManager::Impl : std::enable_shared_from_this<Impl> {
   Impl(boost::asio::io_context& io, api::LabController& l, RunManagerOptions o)
@@ -603,7 +603,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
         ao.tcp_window_bytes = workload::run_tcp_window(scenario);
         // Without the data plane's counters there is no progress to judge a window by: it
         // ends when its transfer is delivered, never by timeout.
-        if (!act.gated) ao.idle_timeout = std::numeric_limits<arbiter::Nanos>::max() / 2;
+        if (!act.gated) ao.idle_timeout = std::numeric_limits<Nanos>::max() / 2;
         act.windows =
             std::make_unique<RunWindows>(act.id, act.coordinator->plan(), rates, std::move(policy), ao,
                                          act.gated ? kGrantLookahead : 0);

@@ -14,7 +14,6 @@
 
 namespace wanlab::run {
 using arbiter::LinkId;
-using arbiter::Nanos;
 using program::OpKind;
 
 namespace {
@@ -148,7 +147,7 @@ void RunWindows::flow_bytes(LinkId link, const std::vector<shaping::FlowCounters
         const auto& t = arbiter_.transfer(g.id);
         // The data plane's time of the first packet into the link since the gate opened,
         // when this window opened it; otherwise the sample's time.
-        g.wire_first = c.first_admitted_ns >= 0 && c.opened_ns >= t.granted ? c.first_admitted_ns : now;
+        g.wire_first = c.first_admitted_ns && c.opened_ns && *c.opened_ns >= t.granted ? *c.first_admitted_ns : now;
       }
     }
     arbiter_.progress(g.id, moved, now);
@@ -188,9 +187,9 @@ void RunWindows::act(WindowActions& out, Nanos now) {
         switch_gates(g, false, out);
         break;
       case arbiter::Event::Kind::done: {
-        std::int64_t last = -1;
+        std::optional<Nanos> last;
         for (const auto& mem : g.members) last = std::max(last, last_counters_[{g.link, mem.flow}].last_admitted_ns);
-        g.wire_last = last >= 0 ? last : now;
+        g.wire_last = last.value_or(now);
         if (!g.wire_first) g.wire_first = g.wire_last;
         switch_gates(g, false, out);
         break;
@@ -265,7 +264,7 @@ nlohmann::json RunWindows::recent_windows(Nanos origin, Nanos since, Nanos now) 
   for (const auto& [link, flows] : flows_)
     for (const auto id : arbiter_.owners(link)) {
       const auto& t = arbiter_.transfer(id);
-      if (t.granted >= 0) row(t.spec, t.granted, std::nullopt, false);
+      if (t.granted != kNotYet) row(t.spec, t.granted, std::nullopt, false);
     }
   (void)now;
   return out;
@@ -274,7 +273,7 @@ nlohmann::json RunWindows::recent_windows(Nanos origin, Nanos since, Nanos now) 
 std::string RunWindows::windows_csv(Nanos origin) const {
   return workload::windows_csv(plan_.topology, arbiter_.windows(), [&](const arbiter::WindowRecord& w) {
     const auto& g = groups_.at(by_id_.at(w.id));
-    return workload::WireTimes{g.wire_first.value_or(-1), g.wire_last.value_or(-1)};
+    return workload::WireTimes{g.wire_first, g.wire_last};
   }, origin);
 }
 

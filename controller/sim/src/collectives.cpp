@@ -19,7 +19,7 @@ std::uint32_t Collectives::enter(std::uint32_t gi, int iteration, int seq, const
   if (it == open_.end()) {
     Collective c;
     for (const int w : op.ring) c.members.push_back(ctx_.group_of(w));
-    c.entry.assign(c.members.size(), -1);
+    c.entry.assign(c.members.size(), kNotYet);
     c.iteration = iteration;
     c.steps = 2 * (op.ring.size() - 1);
     all_.push_back(std::move(c));

@@ -24,7 +24,7 @@ bool PacedBursts::start(std::uint32_t id, const std::vector<FlowNetwork::LinkId>
   // were free.
   const bool coarse = long_pieces(links_[m.link]);
   if (!coarse) cut(m.link, now);
-  m.since = coarse && sent_from >= 0 ? sent_from : now;
+  m.since = coarse && sent_from != kNotYet ? sent_from : now;
   enter(id);
   schedule(m.link, now);
   return true;
@@ -35,7 +35,7 @@ void PacedBursts::handle(const Event& event, Nanos now) {
     case variant_index<ev::PacedCut>(): {
       const auto& e = std::get<ev::PacedCut>(event);
       if (e.gen == links_[e.link].gen) {
-        links_[e.link].next_cut = -1;
+        links_[e.link].next_cut = kNotYet;
         cut(e.link, now);
         schedule(e.link, now);
       }
@@ -59,8 +59,8 @@ void PacedBursts::resend(std::uint32_t id, Nanos now) {
   if (!long_pieces(links_[m.link])) cut(m.link, now);
   m.conn->tcp.inflight -= m.lost / ctx_.weight_of(m);
   m.lost = 0;
-  m.first_loss = -1;
-  m.entry_end = -1;
+  m.first_loss = kNotYet;
+  m.entry_end = kNotYet;
   m.resending = true;
   if (!m.paused && !m.entering) {  // else when its window opens again
     m.since = now;
@@ -85,7 +85,7 @@ bool PacedBursts::flow_done(const FlowOwner& owner, Nanos now) {
 
 void PacedBursts::pause(std::uint32_t id, Nanos now) {
   auto& m = ctx_.messages[id];
-  if (m.entry_end >= 0) return;
+  if (m.entry_end != kNotYet) return;
   cut(m.link, now);
   m.paused = true;
   if (m.entering) {
@@ -99,7 +99,7 @@ void PacedBursts::resume(std::uint32_t id, Nanos now) {
   auto& m = ctx_.messages[id];
   cut(m.link, now);
   m.paused = false;
-  if (m.entry_end < 0) enter(id);
+  if (m.entry_end == kNotYet) enter(id);
   schedule(m.link, now);
 }
 
@@ -179,8 +179,8 @@ PacedBursts::Piece PacedBursts::take_piece(std::size_t link, Nanos from, Nanos n
   for (const auto id : L.entering) {
     auto& m = ctx_.messages[id];
     const double left = rest(m);
-    const Nanos start = m.since >= 0 ? m.since : from;
-    m.since = -1;
+    const Nanos start = m.since != kNotYet ? m.since : from;
+    m.since = kNotYet;
     const double pace = rate(m);
     m.stream_rate = -1;
     double add = std::min(pace * static_cast<double>(now - start), room(m));
@@ -223,7 +223,7 @@ void PacedBursts::drop_tail(std::size_t link, Piece& p, Nanos now) {
     if (m.resending) continue;
     const double lost = add * f;
     if (!(lost > 0)) continue;
-    if (m.first_loss < 0) {
+    if (m.first_loss == kNotYet) {
       // Its ACKs tell the sender, a round trip after the loss (the full queue's delay
       // included), and it sends what was lost by then again (the lost bytes stay in flight
       // until then, as for TCP; waiting for the message's last byte instead could wait for
@@ -255,7 +255,7 @@ void PacedBursts::schedule(std::size_t link, Nanos now) {
   if (L.streaming) return;  // its cut is planned; whatever must come sooner cuts first
   arm_acks(link);
   const bool coarse = long_pieces(L);
-  if (coarse && L.next_cut >= 0) return;  // long pieces: on their own clock
+  if (coarse && L.next_cut != kNotYet) return;  // long pieces: on their own clock
   // A cut visits every message entering the link: with many at once (thousands of GPUs
   // under fair), pieces get longer, paced_piece_ns_per_message each, so the work per
   // simulated second stays bounded (long_pieces()).
@@ -284,7 +284,7 @@ void PacedBursts::serve(std::size_t link, Nanos now) {
   while (L.server == kNone && !L.pieces.empty()) {
     auto& p = L.pieces.front();
     if (p.open) {
-      if (p.served_at < 0) stream_start(link, p, now);
+      if (p.served_at == kNotYet) stream_start(link, p, now);
       break;
     }
     if (!(p.bytes > 0)) {
@@ -332,7 +332,7 @@ void PacedBursts::piece_left(std::size_t link, Nanos now) {
   L.pieces.pop_front();
   L.queued = L.pieces.empty() ? 0.0 : L.queued - p.bytes;
   Nanos dep = now;  // when an exact FIFO would have sent its last byte
-  if (!p.streamed && p.served_at >= 0) {
+  if (!p.streamed && p.served_at != kNotYet) {
     dep = std::max(p.at, std::max(p.opened, L.fluid_end) + (now - p.served_at));
     L.fluid_end = dep;
   }
@@ -374,7 +374,7 @@ void PacedBursts::add_acks(std::size_t link, Nanos at, Nanos sent, Nanos back, P
 // senders are looked at before: a plan for the next cut, the arbiter's sample).
 void PacedBursts::ack_event(std::size_t link, Nanos now) {
   auto& L = links_[link];
-  if (L.armed <= now) L.armed = -1;
+  if (L.armed <= now) L.armed = kNotYet;
   const bool waiting = waits_for_acks(L);
   acks_in(link, now);
   if (waiting) schedule(link, now);
@@ -439,9 +439,9 @@ void PacedBursts::give_parts(Parts&& v) {
 
 // Bytes of a paced message in its link's queue (or through it) by `now`.
 double PacedBursts::entered_by(const Message& m, Nanos now) const {
-  if (m.entry_end >= 0 || m.paused) return m.entered;
+  if (m.entry_end != kNotYet || m.paused) return m.entered;
   const auto& L = links_[m.link];
-  const Nanos start = m.since >= 0 ? m.since : L.from;
+  const Nanos start = m.since != kNotYet ? m.since : L.from;
   const double more = std::min(rate(m) * static_cast<double>(std::max<Nanos>(0, now - start)), room(m));
   return m.entered + more;
 }

@@ -28,7 +28,7 @@ bool PacedBursts::stream(std::size_t link, Nanos now) {
     // (One credited from before now, its ACKs having opened its window then, enters
     // from there: a plain piece.)
     if (m.resending || m.lost > 0 || !(c.cwnd >= c.ssthresh) || !(r > 0) || !(left <= room(m)) ||
-        (m.since >= 0 && m.since < now))
+        (m.since != kNotYet && m.since < now))
       return false;
     until = std::min(until, now + std::max<Nanos>(1, static_cast<Nanos>(std::ceil(left / r))));
     pace += r;
@@ -89,7 +89,7 @@ void PacedBursts::stream_check(std::size_t link, Nanos now) {
   auto& net = ctx_.net;
   if (L.pieces.empty() || L.server == kNone) return;
   auto& p = L.pieces.front();
-  if (!p.open || p.served_at < 0 || p.caught_at >= 0) return;
+  if (!p.open || p.served_at == kNotYet || p.caught_at != kNotYet) return;
   const double in = p.stream_pace * static_cast<double>(now - p.opened);
   const double out = net.sent(L.server, now);
   if (out >= in - 1) {
@@ -115,7 +115,7 @@ void PacedBursts::stream_cut(std::size_t link, Piece&& p, Nanos now) {
   auto& open = L.pieces.back();
   L.queued += p.bytes - open.bytes;
   const double predicted = open.bytes;
-  const bool on_link = open.served_at >= 0;
+  const bool on_link = open.served_at != kNotYet;
   const bool sent = open.sent;
   p.opened = open.opened;
   p.served_at = open.served_at;
@@ -169,7 +169,7 @@ void PacedBursts::streamed_acks(std::size_t link, Piece& p, Nanos now) {
     before += bytes;
     const Nanos behind = now - static_cast<Nanos>(r > 0 ? (p.bytes - before) / r : 0);
     Nanos left = behind;
-    if (p.caught_at >= 0) {
+    if (p.caught_at != kNotYet) {
       left = to >= p.caught_at ? to : std::min(p.caught_at, p.served_at + static_cast<Nanos>(r > 0 ? before / r : 0));
       if (now > p.at) left = std::max(left, behind);
     }

@@ -111,8 +111,7 @@ PlanSubset subset(const workload::Plan& plan, const SimResult& result, const std
 
 std::string windows_csv(const core::Topology& topo, const SimResult& result) {
   return workload::windows_csv(topo, result.windows, [&](const arbiter::WindowRecord& w) {
-    const auto t = w.id < result.wire.size() ? result.wire[w.id] : SimResult::Wire{};
-    return workload::WireTimes{t.first, t.last};
+    return w.id < result.wire.size() ? result.wire[w.id] : workload::WireTimes{};
   });
 }
 

@@ -357,7 +357,7 @@ class Simulation final : public BurstHost {
 
   // `sent_from`: a paced message may enter from then (its connections were free then).
   void start_message_flow(std::uint32_t id, const std::vector<FlowNetwork::LinkId>& path, Nanos now,
-                          Nanos sent_from = -1) {
+                          Nanos sent_from = kNotYet) {
     auto& m = ctx_.messages[id];
     if (!m.conn) m.conn = &connections_[{m.src, m.dst}];  // std::map: the node stays put
     auto& conn = *m.conn;
@@ -452,7 +452,7 @@ class Simulation final : public BurstHost {
 
   void tick(Nanos now) {
     if (now != next_tick_) return;
-    next_tick_ = -1;
+    next_tick_ = kNotYet;
     auto& messages = ctx_.messages;
     std::erase_if(in_window_, [&](std::uint32_t id) { return !messages[id].windowed; });
     for (const auto id : in_window_) {
@@ -641,8 +641,8 @@ class Simulation final : public BurstHost {
   std::unique_ptr<arbiter::Arbiter> arb_;
   std::unique_ptr<RailFabrics> rails_;  // nullptr: no DC has rails
   bool arbiter_touched_ = false;
-  Nanos planned_deadline_ = -1;
-  Nanos next_tick_ = -1;
+  Nanos planned_deadline_ = kNotYet;
+  Nanos next_tick_ = kNotYet;
   std::vector<FlowNetwork::FlowId> finished_;  // flows finished at an instant (kept from call to call)
   std::vector<std::uint32_t> by_transfer_;    // message by arbiter transfer id
   std::vector<std::uint32_t> in_window_;

@@ -114,8 +114,8 @@ void Workers::match_sends() {
 }
 
 Nanos Workers::needed_at(std::uint32_t slot) {
-  if (needed_at_.empty()) needed_at_.assign(slot_owner.size(), -1);
-  if (needed_at_[slot] < 0) {
+  if (needed_at_.empty()) needed_at_.assign(slot_owner.size(), kNotYet);
+  if (needed_at_[slot] == kNotYet) {
     // Every slot of the group at once, in one pass over its program (one call of
     // compute_before() per slot would scan the program again each time: quadratic in
     // micro-batches).

@@ -76,7 +76,7 @@ class Executor {
   using MessageKey = std::tuple<int, int, std::uint32_t, int>;  // src, dst, tag, iteration
   struct Message {
     std::int64_t sent = 0;      // when the sender reached its send
-    std::int64_t arrival = -1;  // -1: a rendezvous send whose recv is not posted yet
+    Nanos arrival = kNotYet;  // kNotYet: a rendezvous send whose recv is not posted yet
     std::size_t span = 0;       // the sender's send span
     std::uint64_t bytes = 0;
   };
@@ -152,7 +152,7 @@ class Executor {
         auto it = messages_.find(MessageKey{op.peer, w, op.tag, st.iteration});
         if (it == messages_.end()) return false;
         auto& m = it->second;
-        if (m.arrival < 0) {
+        if (m.arrival == kNotYet) {
           // Posted at st.t (a worker waiting at a recv keeps its time); the sender hears of
           // it one one-way delay later, and sends from the later of that and its send.
           const auto start = std::max(m.sent, st.t + comm_ns(w, op.peer, 0));

@@ -72,7 +72,6 @@ std::vector<PipelineStep> interleaved_steps(int v, int pp, int stage, int m) {
 // ZB-H1 as a greedy list schedule on unit-cost F, B and W with no communication time
 // (see plan.hpp); every stage's order is built together since each waits on its neighbours.
 std::vector<std::vector<PipelineStep>> zb_h1_steps(int pp, int m) {
-  constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
   const auto P = static_cast<std::size_t>(pp);
   const auto M = static_cast<std::size_t>(m);
   std::vector<std::vector<std::int64_t>> f_end(P, std::vector<std::int64_t>(M, kNever));

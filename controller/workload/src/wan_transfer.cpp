@@ -25,9 +25,9 @@ arbiter::TransferSpec transfer_request(const Plan& plan, const WanMessage& m) {
 }
 
 std::string windows_csv(const core::Topology& topo, const std::vector<arbiter::WindowRecord>& windows,
-                        const std::function<WireTimes(const arbiter::WindowRecord&)>& wire, arbiter::Nanos origin) {
-  const auto s = [&](arbiter::Nanos t) {
-    return t < 0 ? std::string{} : fmt::format("{:.6f}", static_cast<double>(t - origin) / 1e9);
+                        const std::function<WireTimes(const arbiter::WindowRecord&)>& wire, Nanos origin) {
+  const auto s = [&](std::optional<Nanos> t) {
+    return t ? fmt::format("{:.6f}", static_cast<double>(*t - origin) / 1e9) : std::string{};
   };
   std::string csv =
       "src,dst,transfer,iteration,pipeline,src_stage,dst_stage,kind,microbatch,bytes,ready_s,planned_start_s,"

@@ -4,12 +4,25 @@
 #include <chrono>
 #include <compare>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 
 namespace wanlab {
 
 using Duration = std::chrono::nanoseconds;
+
+/// A time on a clock (the simulator's virtual one, the arbiter's injected one, the packet
+/// engine's steady one) or a span between two, in nanoseconds: the one integer time that
+/// event queues, the arbiter and the engine compute with in their inner loops. Duration is
+/// the same unit as a chrono type, at the edges (configuration, threads, sleeps).
+using Nanos = std::int64_t;
+/// No such time: an event that is not due, a flow that never sends.
+inline constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
+/// Not yet: a time that has not come (a window not granted, a loss not seen). Clocks start
+/// at 0, so it sorts before every time on them. (Where a type is better than a sentinel,
+/// off the inner loops, a time that may not have come is a std::optional<Nanos>.)
+inline constexpr Nanos kNotYet = -1;
 
 /// A data rate in bit/s.
 struct Rate {

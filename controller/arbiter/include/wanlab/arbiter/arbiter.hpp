@@ -36,9 +36,9 @@
 #include <string>
 #include <vector>
 
-namespace wanlab::arbiter {
+#include "wanlab/common/units.hpp"
 
-using Nanos = std::int64_t;
+namespace wanlab::arbiter {
 
 struct LinkId {
   std::size_t src = 0;
@@ -75,13 +75,13 @@ struct Transfer {
   TransferSpec spec;
   State state = State::pending;
   Nanos ready = 0;          // asked for the link
-  Nanos granted = -1;       // its (latest) window opened
-  Nanos planned_end = -1;   // the window's planned end (re-planned on progress, capacity)
-  Nanos first_planned_end = -1;
-  Nanos drained = -1;       // all bytes on the link: the window ended
-  Nanos done = -1;          // completed (delivered)
+  Nanos granted = kNotYet;      // its (latest) window opened
+  Nanos planned_end = kNotYet;  // the window's planned end (re-planned on progress, capacity)
+  Nanos first_planned_end = kNotYet;
+  Nanos drained = kNotYet;      // all bytes on the link: the window ended
+  Nanos done = kNotYet;         // completed (delivered)
   std::uint64_t progress = 0;  // bytes on the link so far
-  Nanos last_progress = -1;
+  Nanos last_progress = kNotYet;
   int revocations = 0;
 };
 

@@ -17,10 +17,9 @@ struct FluidTransfer {
   TransferSpec spec;
   Nanos ready = 0;
   /// Sends nothing before this time even when granted (a flow that ignores its window's
-  /// start, or never sends: kNeverSends).
+  /// start, or never sends: kNever).
   Nanos silent_until = 0;
 };
-inline constexpr Nanos kNeverSends = std::numeric_limits<Nanos>::max();
 
 struct CapacityStep {
   Nanos at = 0;

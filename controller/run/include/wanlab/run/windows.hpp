@@ -56,23 +56,23 @@ class RunWindows {
   /// retransmission timeout would be sent again.
   RunWindows(std::string run_id, const workload::Plan& plan, const std::vector<double>& rates_bps,
              std::unique_ptr<arbiter::Policy> policy, arbiter::ArbiterOptions options = {},
-             arbiter::Nanos lookahead = 0);
+             Nanos lookahead = 0);
 
   /// The gated flows to declare per link before the run starts (every gate closed).
   const std::map<arbiter::LinkId, std::vector<shaping::GatedFlow>>& flows() const { return flows_; }
 
   /// An agent's `want` (already validated by the protocol). Unknown messages are ignored
   /// with a reason in the returned string.
-  std::optional<std::string> want(const nlohmann::json& m, arbiter::Nanos now, WindowActions& out);
-  std::optional<std::string> delivered(const nlohmann::json& m, arbiter::Nanos now, WindowActions& out);
+  std::optional<std::string> want(const nlohmann::json& m, Nanos now, WindowActions& out);
+  std::optional<std::string> delivered(const nlohmann::json& m, Nanos now, WindowActions& out);
   /// The data plane's counters of a link's flows now (cumulative bytes per flow id).
-  void flow_bytes(arbiter::LinkId link, const std::vector<shaping::FlowCounters>& counters, arbiter::Nanos now);
+  void flow_bytes(arbiter::LinkId link, const std::vector<shaping::FlowCounters>& counters, Nanos now);
   /// Window ends and timeouts; call at least every few ms while transfers are active.
-  void tick(arbiter::Nanos now, WindowActions& out);
-  std::optional<arbiter::Nanos> next_deadline() const { return arbiter_.next_deadline(); }
+  void tick(Nanos now, WindowActions& out);
+  std::optional<Nanos> next_deadline() const { return arbiter_.next_deadline(); }
 
   /// windows.csv (times in s since `origin`).
-  std::string windows_csv(arbiter::Nanos origin) const;
+  std::string windows_csv(Nanos origin) const;
   /// {windows, revoked, start_gap_ms {p50, p99}, end_gap_ms {p50, p99}}: planned window
   /// start vs the transfer's first byte into the link (through its gate, the link's
   /// bottleneck), planned end vs its last one (the data plane's times where it has them,
@@ -89,10 +89,10 @@ class RunWindows {
     std::uint64_t revoked = 0;
     double queued_bytes = 0;
   };
-  std::vector<LinkWindowStats> link_stats(arbiter::Nanos now) const;
+  std::vector<LinkWindowStats> link_stats(Nanos now) const;
   /// Windows open at `now` or ended after `since`, as JSON rows (times in s since `origin`;
   /// "end_s" null while open).
-  nlohmann::json recent_windows(arbiter::Nanos origin, arbiter::Nanos since, arbiter::Nanos now) const;
+  nlohmann::json recent_windows(Nanos origin, Nanos since, Nanos now) const;
 
  private:
   // (iteration, sending stage, replica, receiving stage, program tag)
@@ -110,7 +110,7 @@ class RunWindows {
     bool holds_gates = false;
     bool agents_granted = false;
     std::map<int, std::uint64_t> base;  // flow -> its bytes when the window opened
-    std::optional<arbiter::Nanos> wire_first, wire_last;
+    std::optional<Nanos> wire_first, wire_last;
     int delivered = 0;
     int iteration = 0;
     std::uint32_t tag = 0;
@@ -120,17 +120,17 @@ class RunWindows {
     arbiter::TransferKind kind = arbiter::TransferKind::activation;
     int microbatch = -1;
     std::uint64_t bytes = 0;
-    arbiter::Nanos needed_at = 0;
+    Nanos needed_at = 0;
   };
 
-  void act(WindowActions& out, arbiter::Nanos now);
+  void act(WindowActions& out, Nanos now);
   void switch_gates(Group& g, bool open, WindowActions& out);
   void grant_agents(Group& g, WindowActions& out);
 
   std::string run_id_;
   const workload::Plan& plan_;
   arbiter::Arbiter arbiter_;
-  arbiter::Nanos lookahead_ = 0;
+  Nanos lookahead_ = 0;
   std::map<arbiter::LinkId, std::vector<shaping::GatedFlow>> flows_;
   std::map<std::pair<int, int>, std::pair<arbiter::LinkId, int>> flow_of_;  // (src, dst) -> link, flow
   std::map<std::tuple<int, int, std::uint32_t>, Message> messages_;        // (src, dst, tag)

@@ -125,8 +125,8 @@ class FlowGates {
     if (f.count > 0) open ? ++draining_ : --draining_;
     if (!open) return;
     f.c.opened_ns = now;
-    f.c.first_out_ns = -1;
-    f.c.first_admitted_ns = -1;
+    f.c.first_out_ns.reset();
+    f.c.first_admitted_ns.reset();
   }
 
   /// A packet of flow `index` passed its gate into the link's queue at `now`.
@@ -164,7 +164,7 @@ class FlowGates {
     FlowCounters& c = flows_[static_cast<std::size_t>(index)].c;
     c.packets++;
     c.bytes += bytes;
-    if (c.first_out_ns < 0 && c.opened_ns >= 0) c.first_out_ns = now;
+    if (!c.first_out_ns && c.opened_ns) c.first_out_ns = now;
     c.last_out_ns = now;
   }
 
@@ -211,9 +211,9 @@ class FlowGates {
  private:
   static void entered(FlowCounters& c, std::uint32_t bytes, Nanos now) {
     // A frame the kernel stamped before the gate opened, handled after: it passed at the opening.
-    const Nanos at = c.opened_ns > now ? c.opened_ns : now;
+    const Nanos at = c.opened_ns && *c.opened_ns > now ? *c.opened_ns : now;
     c.admitted_bytes += bytes;
-    if (c.first_admitted_ns < 0 && c.opened_ns >= 0) c.first_admitted_ns = at;
+    if (!c.first_admitted_ns && c.opened_ns) c.first_admitted_ns = at;
     c.last_admitted_ns = at;
   }
   struct HeldPacket {

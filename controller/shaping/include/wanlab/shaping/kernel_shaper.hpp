@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -65,7 +66,7 @@ class KernelShaper final : public LinkShaper {
     netlink::Handle cls;   // 1:<minor>, child of the link class
     netlink::Handle leaf;  // <major>:, its netem
     bool open = false;
-    std::int64_t opened_ns = -1;
+    std::optional<Nanos> opened_ns;
   };
   // A link whose class was made inner by set_flows.
   struct Gated {

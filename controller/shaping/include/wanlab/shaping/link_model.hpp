@@ -30,9 +30,6 @@
 
 namespace wanlab::shaping {
 
-using Nanos = std::int64_t;
-inline constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
-
 /// Gilbert-Elliott loss: a two-state Markov chain evaluated per packet. In the good state
 /// packets are lost with probability 1-k, in the bad state with 1-h; p = P(good->bad),
 /// r = P(bad->good). Bernoulli loss is p = 0 with 1-k = the loss rate.

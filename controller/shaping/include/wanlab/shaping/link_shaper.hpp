@@ -3,10 +3,12 @@
 // Backends: kernel (HTB + netem through netlink) and userspace (the engine in the controller).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "wanlab/common/units.hpp"
 #include "wanlab/core/topology.hpp"
 
 namespace wanlab::shaping {
@@ -56,11 +58,12 @@ struct FlowCounters {
   std::uint64_t admitted_bytes = 0;
   std::uint64_t held_packets = 0;  // waiting at the gate now
   std::uint64_t dropped = 0;       // dropped by a full gate (one per arrival at a full gate)
-  std::int64_t opened_ns = -1;     // when the gate last opened
-  std::int64_t first_out_ns = -1;  // first packet sent since it last opened
-  std::int64_t last_out_ns = -1;   // last packet sent, ever
-  std::int64_t first_admitted_ns = -1;  // first packet into the link's queue since it last opened
-  std::int64_t last_admitted_ns = -1;   // last packet into the link's queue, ever
+  // Times on the backend's steady clock, in ns (none: not yet).
+  std::optional<Nanos> opened_ns;         // when the gate last opened
+  std::optional<Nanos> first_out_ns;      // first packet sent since it last opened
+  std::optional<Nanos> last_out_ns;       // last packet sent, ever
+  std::optional<Nanos> first_admitted_ns; // first packet into the link's queue since it last opened
+  std::optional<Nanos> last_admitted_ns;  // last packet into the link's queue, ever
 };
 
 class LinkShaper {

@@ -26,7 +26,7 @@ class Collectives {
   };
   struct Collective {
     std::vector<std::uint32_t> members;  // groups, ring order
-    std::vector<Nanos> entry;            // when each entered (-1: not yet)
+    std::vector<Nanos> entry;            // when each entered (kNotYet: not yet)
     int entered = 0;
     int iteration = 0;
     int hops_left = 0;

@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "wanlab/common/indexed_heap.hpp"
+#include "wanlab/common/units.hpp"
 
 namespace wanlab::sim {
 
-using Nanos = std::int64_t;
 inline constexpr double kUnlimited = std::numeric_limits<double>::infinity();
 
 class FlowNetwork {

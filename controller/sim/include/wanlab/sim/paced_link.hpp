@@ -44,9 +44,9 @@ class PacedBursts final : public BurstModel {
     std::vector<std::uint32_t> last;  // messages whose last bytes it holds
     bool open = false;                // streamed: still filling while the link sends it
     Nanos opened = 0;                 // when its first bytes began to enter
-    Nanos served_at = -1;             // when the link got to it (-1: not yet)
-    Nanos caught_at = -1;             // streamed: when the link caught up with it, from when it
-                                      // sends at stream_pace (-1: not yet, or never)
+    Nanos served_at = kNotYet;        // when the link got to it
+    Nanos caught_at = kNotYet;        // streamed: when the link caught up with it, from when it
+                                      // sends at stream_pace (kNotYet: not yet, or never)
     double stream_pace = 0;           // streamed: bytes per ns it fills at
     bool sent = false;                // streamed and open: its flow has ended
     bool streamed = false;            // cut from a streamed piece: `rates` are its parts' paces
@@ -66,9 +66,9 @@ class PacedBursts final : public BurstModel {
     std::deque<Ack> acks;                 // pieces off the link whose ACKs are on their way
     std::uint32_t server = kNone;         // the flow sending the first piece
     std::uint32_t gen = 0;                // cut events of another generation are stale
-    Nanos next_cut = -1;                  // the cut scheduled (-1: none)
+    Nanos next_cut = kNotYet;             // the cut scheduled (kNotYet: none)
     bool streaming = false;               // the open piece is sent as it fills (stream())
-    Nanos armed = -1;                     // the ACKs due then have their event
+    Nanos armed = kNotYet;                // the ACKs due then have their event
     std::uint32_t stream_bundle = kNone;  // the flow network's bundle for streamed pieces
     Nanos fluid_end = 0;                  // when an exact FIFO would have sent all that left
     std::uint32_t piece_bundle = kNone;   // and for the others (no ceiling: found once, not per piece)

@@ -47,11 +47,11 @@ struct Message {
   // within its connections' window.
   bool paced = false;
   double entered = 0;      // wire bytes sent into the queue (less what it dropped), as of the last cut
-  Nanos entry_end = -1;    // when its last byte entered
-  Nanos first_loss = -1;   // when the queue first dropped some of it (`lost`: how much)
+  Nanos entry_end = kNotYet;   // when its last byte entered
+  Nanos first_loss = kNotYet;  // when the queue first dropped some of it (`lost`: how much)
   bool resending = false;  // its lost bytes are entering again
   bool entering = false;   // in its link's `entering` list (entering, not paused)
-  Nanos since = -1;        // the next cut credits it from here, not from the last cut (it could
+  Nanos since = kNotYet;       // the next cut credits it from here, not from the last cut (it could
                            // not send before: its window was full; or it started since)
   double stream_rate = -1;  // >= 0: its pace for the streamed piece now open
 };
@@ -114,7 +114,7 @@ class SimContext {
   std::vector<Message> messages;
   std::vector<FlowOwner> owners;       // by flow
   std::vector<LinkTotals> totals;      // per topology link
-  std::vector<SimResult::Wire> wire;   // by arbiter transfer id
+  std::vector<workload::WireTimes> wire;   // by arbiter transfer id
   SimStats stats;
 
   /// reserve_acks()'s mark for a link that sends at its own rate.
@@ -132,7 +132,7 @@ class SimContext {
   /// an arbiter transfer, asked for when it is sent.)
   void on_wire(const Message& m, Nanos now) {
     if (m.link == kNoLink) return;
-    if (wire[m.transfer].first < 0) wire[m.transfer].first = now;
+    if (!wire[m.transfer].first) wire[m.transfer].first = now;
   }
   /// The ACKs of `wire` bytes of data on WAN link `link`, as a flow on the reverse link at
   /// kAckFraction of the data's rate (at most the forward link's rate, or `ceiling_bps`,

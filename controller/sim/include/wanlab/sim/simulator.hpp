@@ -56,6 +56,7 @@
 #include "wanlab/common/program.hpp"
 #include "wanlab/workload/metrics.hpp"
 #include "wanlab/workload/plan.hpp"
+#include "wanlab/workload/wan_transfer.hpp"
 
 namespace wanlab::sim {
 
@@ -247,12 +248,9 @@ struct SimResult {
   std::vector<LinkTotals> wan;                 // per topology link, same order
   std::vector<arbiter::WindowRecord> windows;  // the arbiter's windows, as they ended
   /// Per arbiter transfer id: when its first bytes went onto the WAN link and when its
-  /// last left it (the flow's start and end; -1: never). windows.csv's wire_first_s and
-  /// wire_last_s; the lab's are its gate's counters, before the link's queue.
-  struct Wire {
-    arbiter::Nanos first = -1, last = -1;
-  };
-  std::vector<Wire> wire;
+  /// last left it (the flow's start and end). windows.csv's wire_first_s and wire_last_s;
+  /// the lab's are its gate's counters, before the link's queue.
+  std::vector<workload::WireTimes> wire;
   std::vector<TcpEnd> tcp;  // Bursts::paced: every pair whose connections sent a message
   std::vector<RailStats> rails;  // per DC with rails (sim/rails.hpp), in topology order
   SimStats stats;

@@ -32,9 +32,9 @@ struct TcpWindow {
   double ssthresh = std::numeric_limits<double>::infinity();  // infinity: in its first slow start
   double inflight = 0;      // sent, not yet ACKed or found lost
   double srtt = 0;          // smoothed RTT
-  Nanos recovery_until = -1;  // losses before then are the loss event already counted
+  Nanos recovery_until = kNotYet;  // losses before then are the loss event already counted
   double resent = 0;        // lost to a full queue and sent again
-  Nanos round_mark = -1;    // HyStart: ACKs of what was sent from here on start a new round
+  Nanos round_mark = kNotYet;      // HyStart: ACKs of what was sent from here on start a new round
   bool round_sampled = true;
 
   /// The first message of the pair: the initial window (at most `window`, the most a
@@ -60,7 +60,7 @@ struct TcpWindow {
 /// kept between messages.
 struct SlowStartWindow {
   double cwnd = 0;  // 0: the pair has not sent yet
-  Nanos last_active = -1;
+  Nanos last_active = kNotYet;
 
   /// A message starts at `now` on a path of `rtt`: the window it starts with (at most
   /// `window`). The pair's window starts over at `initial_window` the first time, and with
@@ -121,7 +121,7 @@ inline bool TcpWindow::on_loss(Nanos now) {
 
 inline double SlowStartWindow::begin(Nanos now, Nanos rtt, double initial_window, double window, bool after_idle) {
   const Nanos rto = std::max<Nanos>(200'000'000, rtt);
-  if (cwnd <= 0 || (after_idle && last_active >= 0 && now - last_active > rto)) cwnd = initial_window;
+  if (cwnd <= 0 || (after_idle && last_active != kNotYet && now - last_active > rto)) cwnd = initial_window;
   return std::min(cwnd, window);
 }
 

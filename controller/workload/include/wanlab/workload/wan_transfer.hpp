@@ -5,6 +5,7 @@
 // lists the windows it got.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,7 @@ struct WanMessage {
   int iteration = 0;
   double payload_bytes = 0;      // of every crossing TP rank together
   int ranks = 1;                 // the TP ranks whose messages cross the WAN together
-  arbiter::Nanos needed_at = 0;  // when the receiver would need it (compute_before)
+  Nanos needed_at = 0;  // when the receiver would need it (compute_before)
 };
 
 /// Whether a pipeline message's tag (activation_tag, gradient_tag) carries gradients: odd
@@ -43,16 +44,17 @@ constexpr arbiter::TransferKind transfer_kind(std::uint32_t tag) {
 /// connections: `ranks` times the scenario's connections per WAN peer.
 arbiter::TransferSpec transfer_request(const Plan& plan, const WanMessage& m);
 
-/// When a window's bytes first entered its link and when the last left it (-1: never).
+/// When a window's bytes first entered its link and when the last left it (none: they
+/// have not, or never did).
 struct WireTimes {
-  arbiter::Nanos first = -1;
-  arbiter::Nanos last = -1;
+  std::optional<Nanos> first;
+  std::optional<Nanos> last;
 };
 
 /// windows.csv: one row per window the arbiter gave (in the order they ended), times in
-/// seconds since `origin` with 6 decimals (empty for -1), the wire times of `wire(window)`
+/// seconds since `origin` with 6 decimals (empty for none), the wire times of `wire(window)`
 /// (left empty for a revoked window).
 std::string windows_csv(const core::Topology& topo, const std::vector<arbiter::WindowRecord>& windows,
-                        const std::function<WireTimes(const arbiter::WindowRecord&)>& wire, arbiter::Nanos origin = 0);
+                        const std::function<WireTimes(const arbiter::WindowRecord&)>& wire, Nanos origin = 0);
 
 }  // namespace wanlab::workload
