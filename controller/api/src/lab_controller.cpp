@@ -10,15 +10,9 @@
 #include "wanlab/common/printable.hpp"
 #include "wanlab/common/text.hpp"
 #include "wanlab/core/address_plan.hpp"
-#include "wanlab/netlink/rps.hpp"
-#include "wanlab/lab/apply.hpp"
 #include "wanlab/lab/naming.hpp"
-#include "wanlab/lab/plan.hpp"
-#include "wanlab/lab/router_only.hpp"
 #include "wanlab/lab/wan_tc.hpp"
 #include "wanlab/replay/mahimahi.hpp"
-#include "wanlab/shaping/kernel_shaper.hpp"
-#include "wanlab/shaping/userspace_shaper.hpp"
 
 namespace wanlab::api {
 namespace {
@@ -44,41 +38,15 @@ std::string resolve_backend(const std::string& requested, bool netem) {
 }
 
 LabController::LabController(core::Topology topo, const UpOptions& options, std::function<void()> on_shutdown)
+    : LabController(std::move(topo), options, nullptr, std::move(on_shutdown)) {}
+
+LabController::LabController(core::Topology topo, const UpOptions& options, std::unique_ptr<LabBackend> lab_backend,
+                             std::function<void()> on_shutdown)
     : topo_(std::move(topo)), on_shutdown_(std::move(on_shutdown)), replay_priority_(options.replay_priority) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto backend = resolve_backend(options.backend, options.netem);
-  // A real-time engine in a namespace lab gets a CPU of its own by default (the last one
-  // this process may use), and every lab veth's receive path is steered to the other CPUs,
-  // so the receivers' TCP stacks do not run on the engine's thread (netlink/rps.hpp).
-  ThreadSched engine_sched = options.engine_sched;
-  std::optional<std::string> rps;
-  if (backend == "userspace" && !options.router_only && engine_sched.policy != ThreadSched::Policy::deadline) {
-    if (!engine_sched.cpu && engine_sched.realtime()) {
-      const auto cpus = netlink::allowed_cpus_except(-1);
-      if (cpus.size() >= 2) engine_sched.cpu = cpus.back();
-    }
-    if (engine_sched.cpu) {
-      const auto others = netlink::allowed_cpus_except(*engine_sched.cpu);
-      if (!others.empty()) rps = netlink::rps_mask(others);
-    }
-  }
-  const lab::PlanOptions plan_options{.backend = backend == "kernel" ? lab::Backend::kernel : lab::Backend::userspace,
-                                      .netem = options.netem,
-                                      .tcp_congestion = options.tcp_congestion,
-                                      .rps_cpus = rps};
-  kernel_ = std::make_unique<lab::NetlinkKernel>();
-  lab::Plan plan;
-  if (options.router_only) {
-    // The ports are found (and their forwarding settings read) before anything changes.
-    auto& here = kernel_->socket(lab::kOwnNetns);
-    state_.router_ports = options.swarm ? lab::find_swarm_router_ports(topo_, here.ipv4_addresses())
-                                        : lab::find_router_ports(topo_, here.ipv4_addresses());
-    for (const auto& port : state_.router_ports) forwarding_before_.push_back(here.ipv4_forwarding(port));
-    plan = options.swarm ? lab::plan_swarm_router(topo_, state_.router_ports, plan_options)
-                         : lab::plan_router(topo_, state_.router_ports, plan_options);
-  } else {
-    plan = lab::plan_lab(topo_, plan_options);
-  }
+  lab_ = lab_backend ? std::move(lab_backend) : netlink_backend(options, backend);
+  const lab::Plan plan = lab_->plan(topo_, state_);
   op_count_ = plan.ops.size();
   state_.lab = topo_.name;
   state_.topology_file = topo_.source_file;
@@ -92,22 +60,11 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
   // (even SIGKILL), `down` knows what to remove.
   lab::write_state(state_);
   try {
-    lab::apply(plan, *kernel_);
+    lab_->apply(plan);
     const auto t_applied = std::chrono::steady_clock::now();
     spdlog::debug("lab {}: {} kernel operations applied in {:.1f} ms", topo_.name, plan.ops.size(),
                   std::chrono::duration<double, std::milli>(t_applied - t0).count());
-    const auto& router = kernel_->netns(options.router_only ? lab::kOwnNetns : lab::ns_router(topo_.name));
-    if (backend == "kernel") {
-      shaper_ = std::make_unique<shaping::KernelShaper>(netlink::Socket::open_in(router), options.netem,
-                                                        state_.router_ports);
-    } else if (options.router_only) {
-      shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, state_.router_ports, options.seed,
-                                                           engine_sched, options.swarm);
-    } else {
-      std::vector<const netlink::Netns*> gateways;
-      for (const auto& dc : topo_.dcs) gateways.push_back(&kernel_->netns(lab::ns_gateway(topo_.name, dc.name)));
-      shaper_ = std::make_unique<shaping::UserspaceShaper>(topo_, router, gateways, options.seed, engine_sched);
-    }
+    shaper_ = lab_->make_shaper(topo_, state_);
     // Every trace checked before the first replay starts (and changes the topology).
     std::vector<std::tuple<LinkKey, replay::Trace, std::string>> traces;
     for (const auto& l : topo_.links) {
@@ -121,9 +78,8 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
   } catch (...) {
     stop_all_replays();
     shaper_.reset();
-    release_router_ports();
-    kernel_->release();
-    lab::teardown(topo_.name, state_.namespaces);
+    lab_->release(topo_, state_);
+    lab_->teardown(topo_, state_);
     lab::remove_lab_dir(topo_.name);
     torn_down_ = true;
     throw;
@@ -135,28 +91,13 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
 
 LabController::~LabController() { stop_all_replays(); }
 
-void LabController::release_router_ports() {
-  if (state_.router_ports.empty() || !kernel_) return;
-  for (std::size_t k = 0; k < state_.router_ports.size(); ++k) {
-    const auto& port = state_.router_ports[k];
-    try {
-      auto& here = kernel_->socket(lab::kOwnNetns);
-      if (state_.backend == "kernel") here.delete_root_qdisc(port);
-      if (k < forwarding_before_.size()) here.set_ipv4_forwarding(port, forwarding_before_[k]);
-    } catch (const std::exception& e) {
-      spdlog::warn("lab {}: port {} not released: {}", topo_.name, port, e.what());
-    }
-  }
-}
-
 lab::TeardownReport LabController::teardown() {
   stop_all_replays();
   std::lock_guard lock(mutex_);
   if (torn_down_) return {};
   shaper_.reset();  // stops the userspace engine before its interfaces go
-  release_router_ports();
-  if (kernel_) kernel_->release();
-  auto report = lab::teardown(topo_.name, state_.namespaces);
+  lab_->release(topo_, state_);
+  auto report = lab_->teardown(topo_, state_);
   torn_down_ = true;
   return report;
 }

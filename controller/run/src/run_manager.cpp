@@ -112,7 +112,7 @@ fs::path find_agent_binary() {
 constexpr Nanos kGrantLookahead = 0;
 
 struct RunManager::Impl : std::enable_shared_from_this<Impl> {
-  Impl(boost::asio::io_context& io, api::LabController& l, RunManagerOptions o)
+  Impl(boost::asio::io_context& io, api::RunLab& l, RunManagerOptions o)
       : ioc(io), lab(l), options(std::move(o)), timer(io), window_timer(io) {}
 
   struct Active {
@@ -142,7 +142,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
   };
 
   boost::asio::io_context& ioc;
-  api::LabController& lab;
+  api::RunLab& lab;
   RunManagerOptions options;
   boost::asio::steady_timer timer;
   boost::asio::steady_timer window_timer;
@@ -635,7 +635,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
   }
 };
 
-RunManager::RunManager(boost::asio::io_context& ioc, api::LabController& lab, RunManagerOptions options)
+RunManager::RunManager(boost::asio::io_context& ioc, api::RunLab& lab, RunManagerOptions options)
     : impl_(std::make_shared<Impl>(ioc, lab, std::move(options))) {
   impl_->start_server();
 }

@@ -27,17 +27,15 @@
 #include <vector>
 
 #include "wanlab/api/handler.hpp"
+#include "wanlab/api/lab_backend.hpp"
 #include "wanlab/api/metrics.hpp"
+#include "wanlab/api/run_lab.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/lab/state.hpp"
 #include "wanlab/lab/teardown.hpp"
 #include "wanlab/replay/runner.hpp"
 #include "wanlab/shaping/engine.hpp"
 #include "wanlab/shaping/link_shaper.hpp"
-
-namespace wanlab::lab {
-class NetlinkKernel;
-}
 
 namespace wanlab::api {
 
@@ -70,7 +68,7 @@ struct UpOptions {
 /// auto picks kernel where netem exists, userspace elsewhere.
 std::string resolve_backend(const std::string& requested, bool netem);
 
-class LabController final : public Controller {
+class LabController final : public Controller, public RunLab {
  public:
   /// Builds the lab, then starts the replay of every link that names a trace (the traces
   /// must be valid: `up` checks them first). On failure removes everything it made, then
@@ -78,6 +76,9 @@ class LabController final : public Controller {
   /// `on_shutdown` runs after a shutdown request has torn the lab down (the daemon stops
   /// serving there).
   LabController(core::Topology topo, const UpOptions& options, std::function<void()> on_shutdown = {});
+  /// The same on `lab_backend` (null: netlink_backend(), this kernel's).
+  LabController(core::Topology topo, const UpOptions& options, std::unique_ptr<LabBackend> lab_backend,
+                std::function<void()> on_shutdown = {});
   ~LabController() override;
 
   nlohmann::json status() override;
@@ -91,10 +92,10 @@ class LabController final : public Controller {
   void persist_if_dirty();
   /// The run in progress (nullopt: none), written to the state file at once, so that a
   /// command that finds this controller dead can end the run (lab::end_orphaned_run).
-  void record_run(std::optional<lab::RunRecord> run);
+  void record_run(std::optional<lab::RunRecord> run) override;
   /// The recorded run's progress and this controller's sign of life (now), written with the
   /// next persist_if_dirty().
-  void note_run_progress(int iterations_done, const std::string& phase);
+  void note_run_progress(int iterations_done, const std::string& phase) override;
   nlohmann::json start_replay(const ReplayRequest& request) override;
   nlohmann::json replays() override;
   nlohmann::json stop_replays(const std::optional<std::pair<std::string, std::string>>& link) override;
@@ -102,27 +103,27 @@ class LabController final : public Controller {
   /// Scales every WAN link's rate (a run's `scale`: bytes and rates shrink together, so a
   /// large model's timing fits a small machine). Configured rates, traces and `link set`
   /// keep their meaning; the shaper gets rate x scale. 1 restores them.
-  void set_rate_scale(double scale);
+  void set_rate_scale(double scale) override;
   /// Counters of every WAN link now (src, dst, counters), for run sampling.
-  std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> link_counters();
+  std::vector<std::tuple<std::size_t, std::size_t, shaping::LinkCounters>> link_counters() override;
   /// The backend's own counters (`status` backend_counters; the userspace engine's), by name.
-  std::vector<std::pair<std::string, std::uint64_t>> backend_counters();
+  std::vector<std::pair<std::string, std::uint64_t>> backend_counters() override;
   /// How the backend's thread is scheduled (the userspace engine's), empty for none.
-  std::string backend_scheduling();
+  std::string backend_scheduling() override;
 
   // Flow gating on WAN link (src, dst) (DC indices), for the arbiter's windows; see
   // shaping::LinkShaper. Throw std::runtime_error where the backend cannot gate or the lab
   // is torn down.
-  bool gates_flows() const;
-  void set_flows(std::size_t src, std::size_t dst, const std::vector<shaping::GatedFlow>& flows);
-  void set_gate(std::size_t src, std::size_t dst, int flow, bool open);
-  std::vector<shaping::FlowCounters> flow_counters(std::size_t src, std::size_t dst);
+  bool gates_flows() const override;
+  void set_flows(std::size_t src, std::size_t dst, const std::vector<shaping::GatedFlow>& flows) override;
+  void set_gate(std::size_t src, std::size_t dst, int flow, bool open) override;
+  std::vector<shaping::FlowCounters> flow_counters(std::size_t src, std::size_t dst) override;
 
   /// Removes the lab's kernel objects (idempotent), replays stopped first. The state folder
   /// is the caller's.
   lab::TeardownReport teardown();
   /// The topology as built (link parameters change under replays: use status() for them).
-  const core::Topology& topology() const { return topo_; }
+  const core::Topology& topology() const override { return topo_; }
   const std::string& backend() const { return state_.backend; }
   std::chrono::nanoseconds bring_up_time() const { return bring_up_time_; }
   std::size_t operation_count() const { return op_count_; }
@@ -152,21 +153,17 @@ class LabController final : public Controller {
   // Rewrites the state file from the topology now. The write (an fsync) happens outside
   // mutex_, so replay steps do not wait for the disk; state_file_mutex_ orders the writers.
   void persist_state();
-  // Router-only labs: removes the WAN's traffic control from the ports and gives them back
-  // their forwarding settings (caller holds mutex_ or is the constructor).
-  void release_router_ports();
   std::atomic<bool> state_dirty_{false};
   nlohmann::json replay_json(const LinkKey& k, const ActiveReplay& r) const;
 
   core::Topology topo_;
   lab::LabState state_;
-  std::unique_ptr<lab::NetlinkKernel> kernel_;
+  std::unique_ptr<LabBackend> lab_;
   std::unique_ptr<shaping::LinkShaper> shaper_;
   std::function<void()> on_shutdown_;
   std::chrono::nanoseconds bring_up_time_{};
   std::size_t op_count_ = 0;
   bool torn_down_ = false;
-  std::vector<bool> forwarding_before_;  // router-only: each port's IPv4 forwarding before the lab
   mutable std::mutex mutex_;  // topo_, state_, shaper_, torn_down_
   mutable std::mutex replays_mutex_;
   std::mutex state_file_mutex_;  // taken before mutex_, never inside it

@@ -63,7 +63,7 @@ std::optional<HostCpu> read_host_cpu();
 /// as much as the lab's (README, Tests).
 nlohmann::json host_cpu_json(const HostCpu& from, const HostCpu& to);
 
-/// A backend's counters by name (api::LabController::backend_counters()).
+/// A backend's counters by name (api::RunLab::backend_counters()).
 using BackendCounters = std::vector<std::pair<std::string, std::uint64_t>>;
 /// summary.json `engine` between two readings of the userspace engine's counters taken
 /// `seconds` apart: its thread's CPU as a fraction of one core, how late it released packets

@@ -17,6 +17,7 @@
 
 #include "wanlab/api/handler.hpp"
 #include "wanlab/api/lab_controller.hpp"
+#include "wanlab/api/run_lab.hpp"
 
 namespace wanlab::run {
 
@@ -35,7 +36,7 @@ std::filesystem::path find_agent_binary();
 
 class RunManager {
  public:
-  RunManager(boost::asio::io_context& ioc, api::LabController& lab, RunManagerOptions options);
+  RunManager(boost::asio::io_context& ioc, api::RunLab& lab, RunManagerOptions options);
   ~RunManager();
   RunManager(const RunManager&) = delete;
   RunManager& operator=(const RunManager&) = delete;
