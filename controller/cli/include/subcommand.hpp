@@ -6,6 +6,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace wanlab::cli {
 
@@ -32,6 +34,12 @@ class Subcommand {
   bool remote_;
   std::function<int(const Invocation&)> run_;
 };
+
+/// The secret in `file`, for `flag` (--token-file, --api-token-file); nullopt when it cannot
+/// be read (said why on stderr, after `context`, e.g. "up: "). A file that group or others
+/// may read is warned about (cli_lab.cpp).
+std::optional<std::string> read_token_file(const std::string& file, const std::string& context,
+                                           const std::string& flag);
 
 // Lab commands (cli_lab.cpp).
 std::unique_ptr<Subcommand> add_up(CLI::App& app);

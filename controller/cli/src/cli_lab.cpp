@@ -22,6 +22,24 @@ std::unique_ptr<Subcommand> subcommand(CLI::App* cmd, bool remote, std::function
   return std::make_unique<Subcommand>(cmd, remote, std::move(run));
 }
 
+}  // namespace
+
+std::optional<std::string> read_token_file(const std::string& file, const std::string& context,
+                                           const std::string& flag) {
+  std::string warning;
+  std::string token;
+  try {
+    token = wanlab::read_secret_file(file, warning);
+  } catch (const std::runtime_error& e) {
+    fmt::print(stderr, "wanlab: {}{} {}\n", context, flag, e.what());
+    return std::nullopt;
+  }
+  if (!warning.empty()) fmt::print(stderr, "wanlab: warning: {} {}\n", flag, warning);
+  return token;
+}
+
+namespace {
+
 // `up` after parsing: the token from --token-file, then the options that need one.
 int run_up(UpArgs& up, const std::optional<std::string>& up_token_file, bool token_in_argv) {
   if (up_token_file) {
@@ -29,14 +47,9 @@ int run_up(UpArgs& up, const std::optional<std::string>& up_token_file, bool tok
       fmt::print(stderr, "wanlab: up: give the token once: --token or --token-file\n");
       return 2;
     }
-    std::string warning;
-    try {
-      up.token = wanlab::read_secret_file(*up_token_file, warning);
-    } catch (const std::runtime_error& e) {
-      fmt::print(stderr, "wanlab: up: --token-file {}\n", e.what());
-      return 2;
-    }
-    if (!warning.empty()) fmt::print(stderr, "wanlab: warning: --token-file {}\n", warning);
+    const auto token = read_token_file(*up_token_file, "up: ", "--token-file");
+    if (!token) return 2;
+    up.token = *token;
   } else if (token_in_argv) {
     fmt::print(stderr, "wanlab: note: --token on the command line could be read by any local user (ps) until "
                        "wanlab hid it; pass it in $WANLAB_TOKEN or --token-file FILE instead\n");

@@ -64,14 +64,9 @@ std::optional<int> use_remote_api(std::optional<std::string> api_at, const std::
       return 2;
     }
     if (api_token_file) {
-      std::string warning;
-      try {
-        endpoint.token = wanlab::read_secret_file(*api_token_file, warning);
-      } catch (const std::runtime_error& e) {
-        fmt::print(stderr, "wanlab: --api-token-file {}\n", e.what());
-        return 2;
-      }
-      if (!warning.empty()) fmt::print(stderr, "wanlab: warning: --api-token-file {}\n", warning);
+      const auto token = read_token_file(*api_token_file, "", "--api-token-file");
+      if (!token) return 2;
+      endpoint.token = *token;
     } else if (const char* t = std::getenv("WANLAB_TOKEN"); t && *t) {
       endpoint.token = t;
     } else {
