@@ -86,6 +86,9 @@ std::string baseline_name(const std::vector<int>& connections);
 /// is missing or not a number.
 std::optional<double> number(const nlohmann::json& j, const char* pointer);
 
+/// `v` times `factor` in fmt's `format` ("{:.3f}"); "n/a" when `v` is not a number.
+std::string fixed(const nlohmann::json& v, const char* format, double factor = 1);
+
 /// Mean WAN utilization over the directed links that carried payload (summary.json's
 /// "wan" entries with payload_bytes > 0); 0 when none did.
 double wan_utilization(const nlohmann::json& summary);

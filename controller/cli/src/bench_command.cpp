@@ -212,41 +212,43 @@ int bench_executors(const BenchArgs& a, const std::vector<std::string>& modes, c
   return rc;
 }
 
-}  // namespace
-
-int cmd_bench(const BenchArgs& a) {
-  if (a.plots_only) return make_bench_plots(fs::path(a.scenario)) ? 0 : 1;
-
+// What a bench runs: the scenario (rescaled by --gpus), its topology and the lists of the flags.
+struct BenchInputs {
   workload::Scenario scenario;
   core::Topology topo;
   std::vector<std::string> policies;
   std::vector<int> connections;
   std::vector<std::string> modes;
+  std::vector<std::string> baselines;
+};
+
+// Reads and checks the flags, the scenario and its topology; 0, or the exit status of a refusal.
+int load_inputs(const BenchArgs& a, BenchInputs& in) {
   try {
-    modes = bench::parse_modes(a.mode);
-    if (std::find(modes.begin(), modes.end(), "ns3") != modes.end()) {
+    in.modes = bench::parse_modes(a.mode);
+    if (std::find(in.modes.begin(), in.modes.end(), "ns3") != in.modes.end()) {
       if (const auto why = ns3_unavailable()) throw std::invalid_argument(fmt::format("--mode {}: {}", a.mode, *why));
     }
-    if (a.gpus && std::find(modes.begin(), modes.end(), "lab") != modes.end())
+    if (a.gpus && std::find(in.modes.begin(), in.modes.end(), "lab") != in.modes.end())
       throw std::invalid_argument(fmt::format("--gpus {}: only for the executors without a lab (--mode simulate, ns3 "
                                               "or simulate,ns3); the lab runs the GPUs its topology has",
                                               *a.gpus));
     if (a.mode != "lab") (void)parse_sim_flags(a.sim);
-    policies = bench::parse_known_policies(a.policies.value_or("fair,atlas"));
-    scenario = workload::load_scenario(a.scenario);
-    topo = core::load_topology(scenario.topology_path);
-    connections =
-        a.connections ? bench::parse_connections(*a.connections) : bench::default_connections(scenario.connections);
+    in.policies = bench::parse_known_policies(a.policies.value_or("fair,atlas"));
+    in.scenario = workload::load_scenario(a.scenario);
+    in.topo = core::load_topology(in.scenario.topology_path);
+    in.connections =
+        a.connections ? bench::parse_connections(*a.connections) : bench::default_connections(in.scenario.connections);
     if (a.gpus) {
       try {
-        auto r = sim::rescale_gpus(scenario, topo, *a.gpus);
-        scenario = std::move(r.scenario);
-        topo = std::move(r.topology);
+        auto r = sim::rescale_gpus(in.scenario, in.topo, *a.gpus);
+        in.scenario = std::move(r.scenario);
+        in.topo = std::move(r.topology);
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument(fmt::format("--gpus: {}", e.what()));
       }
     }
-    (void)workload::build_plan(scenario, topo);  // placement refusals, before anything is built
+    (void)workload::build_plan(in.scenario, in.topo);  // placement refusals, before anything is built
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "wanlab: bench: {}\n", e.what());
     return 2;
@@ -255,26 +257,17 @@ int cmd_bench(const BenchArgs& a) {
     return 2;
   }
 
-  std::vector<std::string> baselines;
   try {
-    if (a.baselines) baselines = bench::parse_baselines(*a.baselines);
+    if (a.baselines) in.baselines = bench::parse_baselines(*a.baselines);
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "wanlab: bench: --baselines: {}\n", e.what());
     return 2;
   }
-  auto variants = bench::expand_variants(policies, connections, !a.no_placement_baseline,
-                                         scenario.placement.empty() ? bench::kAtlasRule : bench::kScenarioPlacement,
-                                         baselines);
-  const auto baseline = bench::baseline_name(connections);
-  json skipped = json::array();
-  const auto dp_across = dp_across_dcs_variant(scenario, topo, variants, skipped, "running");
+  return 0;
+}
 
-  // A lab that is up is used through its API (a router-only lab's too); bringing one up needs more.
-  const bool with_lab = std::find(modes.begin(), modes.end(), "lab") != modes.end();
-  if (with_lab && !lab_running(topo.name) && !check_privileges("bench")) return 1;
-  const auto scenario_file = fs::absolute(a.scenario).lexically_normal().string();
-  const fs::path out =
-      fs::absolute(a.out ? fs::path(*a.out) : fs::path("bench-results") / (scenario.name + "-" + timestamp()));
+// The results folder: new, empty or an earlier bench's; 0, or the exit status.
+int make_results_folder(const fs::path& out) {
   if (!usable_results_folder(out)) {
     fmt::print(stderr,
                "wanlab: bench: {} exists and is not an earlier bench's folder (no bench.json or crosscheck.json); give an "
@@ -288,39 +281,27 @@ int cmd_bench(const BenchArgs& a) {
     fmt::print(stderr, "wanlab: bench: cannot create {}: {}\n", out.string(), ec.message());
     return 1;
   }
-  std::string names;
-  for (const auto& v : variants) names += (names.empty() ? "" : ", ") + v.name;
-  fmt::print("bench {}: {} variant{} ({}), baseline {}, results in {}\n", scenario.name, variants.size(),
-             variants.size() == 1 ? "" : "s", names, baseline, out.string());
+  return 0;
+}
 
-  const BenchSetup base{.scenario = &scenario,
-                        .scenario_file = scenario_file,
-                        .topology = &topo,
-                        .variants = variants,
-                        .dp_across = &dp_across,
-                        .skipped = skipped,
-                        .policies = policies,
-                        .connections = connections,
-                        .rounds = 1,
-                        .out = out};
+int simulated_bench(const BenchArgs& a, const BenchSetup& base) {
+  const fs::path& out = base.out;
   int rc = 0;
-  if (std::find(modes.begin(), modes.end(), "ns3") != modes.end()) return bench_executors(a, modes, base);
-  if (a.mode == "simulate") {
-    try {
-      const auto result = simulate_variants(into(base, out, a.repeat), a.sim, rc);
-      fmt::print("\n{}\nresults: {}/bench.json, bench.md, one run folder per variant\n", bench::markdown(result),
-                 out.string());
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "wanlab: bench: {}\n", e.what());
-      return 1;
-    }
-    return rc;
+  try {
+    const auto result = simulate_variants(into(base, out, a.repeat), a.sim, rc);
+    fmt::print("\n{}\nresults: {}/bench.json, bench.md, one run folder per variant\n", bench::markdown(result),
+               out.string());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wanlab: bench: {}\n", e.what());
+    return 1;
   }
-  if (a.mode == "lab") {
-    (void)lab_variants(a, into(base, out, a.repeat), rc);
-    return rc;
-  }
-  // both: the lab first (it takes minutes), then the simulator, then the comparison.
+  return rc;
+}
+
+// Both: the lab first (it takes minutes), then the simulator, then the comparison.
+int lab_and_simulated_bench(const BenchArgs& a, const BenchSetup& base) {
+  const fs::path& out = base.out;
+  int rc = 0;
   const auto lab = lab_variants(a, into(base, out / "lab", a.repeat), rc);
   if (lab.is_null() || rc == 130) return rc;
   int sim_rc = 0;
@@ -343,6 +324,55 @@ int cmd_bench(const BenchArgs& a) {
   }
   fmt::print("\n{}\nresults: {}/lab, {}/sim, crosscheck.json, crosscheck.md\n", md, out.string(), out.string());
   return rc != 0 ? rc : sim_rc;
+}
+
+}  // namespace
+
+int cmd_bench(const BenchArgs& a) {
+  if (a.plots_only) return make_bench_plots(fs::path(a.scenario)) ? 0 : 1;
+
+  BenchInputs in;
+  if (const int refused = load_inputs(a, in); refused != 0) return refused;
+  const auto& scenario = in.scenario;
+  const auto& topo = in.topo;
+  const auto& modes = in.modes;
+  auto variants = bench::expand_variants(in.policies, in.connections, !a.no_placement_baseline,
+                                         scenario.placement.empty() ? bench::kAtlasRule : bench::kScenarioPlacement,
+                                         in.baselines);
+  const auto baseline = bench::baseline_name(in.connections);
+  json skipped = json::array();
+  const auto dp_across = dp_across_dcs_variant(scenario, topo, variants, skipped, "running");
+
+  // A lab that is up is used through its API (a router-only lab's too); bringing one up needs more.
+  const bool with_lab = std::find(modes.begin(), modes.end(), "lab") != modes.end();
+  if (with_lab && !lab_running(topo.name) && !check_privileges("bench")) return 1;
+  const auto scenario_file = fs::absolute(a.scenario).lexically_normal().string();
+  const fs::path out =
+      fs::absolute(a.out ? fs::path(*a.out) : fs::path("bench-results") / (scenario.name + "-" + timestamp()));
+  if (const int failed = make_results_folder(out); failed != 0) return failed;
+  std::string names;
+  for (const auto& v : variants) names += (names.empty() ? "" : ", ") + v.name;
+  fmt::print("bench {}: {} variant{} ({}), baseline {}, results in {}\n", scenario.name, variants.size(),
+             variants.size() == 1 ? "" : "s", names, baseline, out.string());
+
+  const BenchSetup base{.scenario = &scenario,
+                        .scenario_file = scenario_file,
+                        .topology = &topo,
+                        .variants = variants,
+                        .dp_across = &dp_across,
+                        .skipped = skipped,
+                        .policies = in.policies,
+                        .connections = in.connections,
+                        .rounds = 1,
+                        .out = out};
+  if (std::find(modes.begin(), modes.end(), "ns3") != modes.end()) return bench_executors(a, modes, base);
+  if (a.mode == "simulate") return simulated_bench(a, base);
+  if (a.mode == "lab") {
+    int rc = 0;
+    (void)lab_variants(a, into(base, out, a.repeat), rc);
+    return rc;
+  }
+  return lab_and_simulated_bench(a, base);
 }
 
 }  // namespace wanlab::cli

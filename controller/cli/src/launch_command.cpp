@@ -182,117 +182,128 @@ int bad(const std::string& line) {
   return 2;
 }
 
-}  // namespace
+// Why a launch stops before anything starts; empty when it goes on.
+using Refusal = std::optional<std::string>;
+using LinkKey = std::pair<std::size_t, std::size_t>;
 
-int cmd_launch(const LaunchArgs& a) {
-  if (!check_privileges("launch")) return 1;
+// What one launch holds from its plan to its summary.
+struct Job {
   FoundLab found;
-  try {
-    found = find_lab(a.lab);
-  } catch (const std::exception& e) {
-    return bad(e.what());
-  }
-  const auto& topo = found.topology;
-  const auto& lab_name = found.state.lab;
-  if (!found.state.router_ports.empty())
-    return bad(fmt::format("lab {} is a router-only lab: its nodes are containers; start a job there with "
-                           "docker-compose exec (docs/frameworks.md)",
-                           lab_name));
-  if (!lab::controller_alive(lab_name))
-    return bad(fmt::format("the controller of lab {} is not running; `wanlab down {}`, then `up` again", lab_name,
-                           lab_name));
-
-  std::vector<launch::Rank> ranks;
   std::vector<launch::Node> nodes;
   launch::Options o;
-  try {
-    nodes = launch::select_nodes(topo, a.nodes, a.all);
-    o.lab = lab_name;
-    o.per_node = a.per_node;
-    o.user_env = launch::parse_env(a.env);
-    o.shell = a.shell;
-    for (const auto& [k, v] : launch::torchrun_defaults())
-      if (!std::getenv(k.c_str())) o.defaults.emplace_back(k, v);
-  } catch (const launch::LaunchError& e) {
-    return bad(e.what());
-  }
-  std::map<std::string, netlink::Netns> namespaces;
-  for (const auto& n : nodes) {
-    auto ns = netlink::Netns::open(lab::ns_node(lab_name, n.name));
-    if (!ns)
-      return bad(fmt::format("namespace {} of node {} is missing; the lab is broken: `wanlab down {}`",
-                             lab::ns_node(lab_name, n.name), n.name, lab_name));
-    namespaces.emplace(n.name, std::move(*ns));
-  }
-  try {
-    o.master_port = free_port(namespaces.at(nodes.front().name));
-    ranks = launch::plan_ranks(nodes, a.cmd, o);
-  } catch (const launch::LaunchError& e) {
-    return bad(e.what());
-  }
+  std::vector<Proc> procs;
+  fs::path out;
+};
 
-  // Every program is found before anything starts. The nodes see the host's files (their
-  // mount namespaces differ in /sys and /etc/hosts only), so the host's PATH search is theirs.
+// Every program is found before anything starts. The nodes see the host's files (their
+// mount namespaces differ in /sys and /etc/hosts only), so the host's PATH search is theirs.
+Refusal resolve_programs(const LaunchArgs& a, const std::vector<launch::Rank>& ranks, Job& j) {
   std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   if (const char* p = std::getenv("PATH"); p && *p) path = p;
-  for (const auto& [k, v] : o.user_env)
+  for (const auto& [k, v] : j.o.user_env)
     if (k == "PATH") path = v;
-  std::vector<Proc> procs(ranks.size());
+  j.procs = std::vector<Proc>(ranks.size());
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    auto& p = procs[i];
+    auto& p = j.procs[i];
     p.rank = ranks[i];
     if (const auto program = launch::program_of(p.rank.argv)) {
       const auto where = launch::find_in_path(*program, path);
       if (!where)
-        return bad(fmt::format("command '{}' not found{} (PATH {}); nothing started", *program,
-                               program->find('/') == std::string::npos ? " in the nodes' PATH" : " or not executable",
-                               path));
+        return fmt::format("command '{}' not found{} (PATH {}); nothing started", *program,
+                           program->find('/') == std::string::npos ? " in the nodes' PATH" : " or not executable",
+                           path);
       if (!a.shell && p.rank.argv.front() == *program) p.path = *where;
     }
     if (p.path.empty()) p.path = p.rank.argv.front();
     p.prefix = fmt::format("[{}/{}] ", p.rank.node, p.rank.rank);
   }
+  return std::nullopt;
+}
 
-  const fs::path out = fs::absolute(a.out ? fs::path(*a.out) : fs::path("runs") / ("launch-" + timestamp()));
-  std::error_code ec;
-  if (fs::exists(out, ec) && !fs::is_empty(out, ec))
-    return bad(fmt::format("--out {}: the folder exists and is not empty", out.string()));
-  fs::create_directories(out / "logs", ec);
-  if (ec) return bad(fmt::format("--out {}: {}", out.string(), ec.message()));
-
-  std::map<std::string, std::unique_ptr<netlink::NodeEntry>> entries;
-  for (const auto& n : nodes)
-    entries.emplace(n.name, std::make_unique<netlink::NodeEntry>(lab::ns_node(lab_name, n.name)));
-
-  // Where the links stand before the job: its counters are counted from here.
-  const auto socket = lab::socket_path(lab_name);
-  nlohmann::json status0;
+// The lab, its nodes, the options and the ranks with their programs.
+Refusal plan_job(const LaunchArgs& a, Job& j) {
   try {
-    const auto r = api::call(socket, "GET", "/v1/status", {}, 10s);
+    j.found = find_lab(a.lab);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  const auto& lab_name = j.found.state.lab;
+  if (!j.found.state.router_ports.empty())
+    return fmt::format("lab {} is a router-only lab: its nodes are containers; start a job there with "
+                       "docker-compose exec (docs/frameworks.md)",
+                       lab_name);
+  if (!lab::controller_alive(lab_name))
+    return fmt::format("the controller of lab {} is not running; `wanlab down {}`, then `up` again", lab_name,
+                       lab_name);
+
+  std::vector<launch::Rank> ranks;
+  try {
+    j.nodes = launch::select_nodes(j.found.topology, a.nodes, a.all);
+    j.o.lab = lab_name;
+    j.o.per_node = a.per_node;
+    j.o.user_env = launch::parse_env(a.env);
+    j.o.shell = a.shell;
+    for (const auto& [k, v] : launch::torchrun_defaults())
+      if (!std::getenv(k.c_str())) j.o.defaults.emplace_back(k, v);
+  } catch (const launch::LaunchError& e) {
+    return e.what();
+  }
+  std::map<std::string, netlink::Netns> namespaces;
+  for (const auto& n : j.nodes) {
+    auto ns = netlink::Netns::open(lab::ns_node(lab_name, n.name));
+    if (!ns)
+      return fmt::format("namespace {} of node {} is missing; the lab is broken: `wanlab down {}`",
+                         lab::ns_node(lab_name, n.name), n.name, lab_name);
+    namespaces.emplace(n.name, std::move(*ns));
+  }
+  try {
+    j.o.master_port = free_port(namespaces.at(j.nodes.front().name));
+    ranks = launch::plan_ranks(j.nodes, a.cmd, j.o);
+  } catch (const launch::LaunchError& e) {
+    return e.what();
+  }
+  return resolve_programs(a, ranks, j);
+}
+
+Refusal make_run_folder(const LaunchArgs& a, Job& j) {
+  j.out = fs::absolute(a.out ? fs::path(*a.out) : fs::path("runs") / ("launch-" + timestamp()));
+  std::error_code ec;
+  if (fs::exists(j.out, ec) && !fs::is_empty(j.out, ec))
+    return fmt::format("--out {}: the folder exists and is not empty", j.out.string());
+  fs::create_directories(j.out / "logs", ec);
+  if (ec) return fmt::format("--out {}: {}", j.out.string(), ec.message());
+  return std::nullopt;
+}
+
+// Where the links stand before the job: its counters are counted from here.
+Refusal first_status(const Job& j, nlohmann::json& status0) {
+  try {
+    const auto r = api::call(lab::socket_path(j.found.state.lab), "GET", "/v1/status", {}, 10s);
     if (r.status != 200) throw std::runtime_error(r.body.dump());
     status0 = r.body;
   } catch (const std::exception& e) {
-    return bad(fmt::format("the controller of lab {} does not answer: {}", lab_name, e.what()));
+    return fmt::format("the controller of lab {} does not answer: {}", j.found.state.lab, e.what());
   }
-  const auto base = link_counters(topo, status0);
-  const auto engine0 = backend_counters(status0);
+  return std::nullopt;
+}
 
-  // launch.json: what ran, and what each rank got on top of the launching environment.
-  nlohmann::json record = {{"lab", lab_name},
+// launch.json: what ran, and what each rank got on top of the launching environment.
+void write_launch_record(const LaunchArgs& a, const Job& j) {
+  nlohmann::json record = {{"lab", j.found.state.lab},
                            {"command", a.cmd},
                            {"shell", a.shell},
                            {"nodes", nlohmann::json::array()},
                            {"per_node", a.per_node},
-                           {"master_addr", nodes.front().name},
-                           {"master_port", o.master_port},
+                           {"master_addr", j.nodes.front().name},
+                           {"master_port", j.o.master_port},
                            {"env", nlohmann::json::object()},
                            {"started_at", iso_now()},
                            {"cwd", fs::current_path().string()},
                            {"ranks", nlohmann::json::array()}};
-  for (const auto& n : nodes)
+  for (const auto& n : j.nodes)
     record["nodes"].push_back({{"name", n.name}, {"dc", n.dc}, {"address", n.address}, {"interface", n.ifname}});
-  for (const auto& [k, v] : o.user_env) record["env"][k] = v;
-  for (const auto& p : procs) {
+  for (const auto& [k, v] : j.o.user_env) record["env"][k] = v;
+  for (const auto& p : j.procs) {
     nlohmann::json env = nlohmann::json::object();
     for (const auto& [k, v] : p.rank.env) env[k] = v;
     record["ranks"].push_back({{"rank", p.rank.rank},
@@ -303,20 +314,26 @@ int cmd_launch(const LaunchArgs& a) {
                                {"env", env},
                                {"log", fmt::format("logs/{}.{}.log", p.rank.node, p.rank.local_rank)}});
   }
-  write_text_file(out / "launch.json", record.dump(2) + "\n");
+  write_text_file(j.out / "launch.json", record.dump(2) + "\n");
+}
 
+void install_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);  // our own stdout closed early must not kill us before the ranks are stopped
+}
 
+// Starts every rank; after a rank that fails to start, the others are stopped (g_signal).
+// Returns when the job started.
+Clock::time_point start_ranks(Job& j, const std::map<std::string, std::unique_ptr<netlink::NodeEntry>>& entries) {
   UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   const auto t0 = Clock::now();
-  for (auto& p : procs) {
+  for (auto& p : j.procs) {
     build_env(p);
-    p.log.open(out / "logs" / fmt::format("{}.{}.log", p.rank.node, p.rank.local_rank));
+    p.log.open(j.out / "logs" / fmt::format("{}.{}.log", p.rank.node, p.rank.local_rank));
     try {
       start(p, *entries.at(p.rank.node), devnull.get());
     } catch (const std::exception& e) {
@@ -327,18 +344,27 @@ int cmd_launch(const LaunchArgs& a) {
     }
   }
   devnull.reset();
-  fmt::print(stderr, "wanlab: launched {} rank(s) on {} ({}), master {}:{}; run folder {}\n", procs.size(),
-             fmt::join([&] {
-               std::vector<std::string> v;
-               for (const auto& n : nodes) v.push_back(n.name);
-               return v;
-             }(), ","),
-             lab_name, nodes.front().name, o.master_port, out.string());
+  std::vector<std::string> names;
+  for (const auto& n : j.nodes) names.push_back(n.name);
+  fmt::print(stderr, "wanlab: launched {} rank(s) on {} ({}), master {}:{}; run folder {}\n", j.procs.size(),
+             fmt::join(names, ","), j.found.state.lab, j.nodes.front().name, j.o.master_port, j.out.string());
+  return t0;
+}
 
+// The links' counters while the job runs, counted from where they stood before it.
+struct Sampler {
+  const core::Topology& topo;
+  std::filesystem::path socket;
+  std::map<LinkKey, LinkCounters> base;
+  Clock::time_point t0;
   std::vector<run::LinkSample> samples;
-  bool sampling = true;
-  std::string sampling_stopped;
-  auto sample = [&] {
+  bool sampling = true;  // false once the controller stopped answering
+  std::string stopped;   // why it stopped
+
+  Sampler(const core::Topology& t, std::filesystem::path s, std::map<LinkKey, LinkCounters> b)
+      : topo(t), socket(std::move(s)), base(std::move(b)) {}
+
+  void sample() {
     if (!sampling) return;
     try {
       const auto r = api::call(socket, "GET", "/v1/status", {}, 2s);
@@ -352,72 +378,87 @@ int cmd_launch(const LaunchArgs& a) {
       }
     } catch (const std::exception& e) {
       sampling = false;
-      sampling_stopped = e.what();
+      stopped = e.what();
     }
-  };
-  sample();
+  }
+};
 
+void signal_all(std::vector<Proc>& procs, int sig) {
+  for (auto& p : procs)
+    if (p.child.pid() > 0) p.child.signal_group(sig);
+}
+
+// Collects the ranks that exited; says whether any still runs, and in `open` whether any output is open.
+bool reap(std::vector<Proc>& procs, Clock::time_point t0, bool& open) {
+  bool running = false;
+  open = false;
+  for (auto& p : procs) {
+    if (p.child.running() && !p.status) {
+      if (const auto st = p.child.try_wait()) {
+        p.status = st->shell_code();
+        p.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      } else {
+        running = true;
+      }
+    }
+    open |= p.out.valid();
+  }
+  return running;
+}
+
+// Copies the ranks' output to our stdout and their logs, waiting at most until the next sample.
+void pump_output(std::vector<Proc>& procs, Clock::time_point next_sample) {
+  std::vector<pollfd> fds;
+  std::vector<Proc*> who;
+  for (auto& p : procs)
+    if (p.out) {
+      fds.push_back({p.out.get(), POLLIN, 0});
+      who.push_back(&p);
+    }
+  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_sample - Clock::now());
+  const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long>(wait.count(), 0, 100)));
+  if (n <= 0) return;
+  for (std::size_t i = 0; i < fds.size(); ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    char buf[16384];
+    const auto got = ::read(fds[i].fd, buf, sizeof buf);
+    if (got > 0) {
+      emit(*who[i], buf, static_cast<std::size_t>(got));
+    } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+      flush_partial(*who[i]);
+      who[i]->out.reset();
+    }
+  }
+}
+
+// Runs the job to its end: output, samples, signals. Returns whether it was interrupted.
+bool supervise(std::vector<Proc>& procs, Sampler& sampler) {
   bool interrupted = false;
   std::optional<Clock::time_point> term_sent, all_exited;
-  auto signal_all = [&](int sig) {
-    for (auto& p : procs)
-      if (p.child.pid() > 0) p.child.signal_group(sig);
-  };
   auto next_sample = Clock::now() + kSampleEvery;
   for (;;) {
     if (g_signal != 0 && !interrupted) {
       interrupted = true;
       fmt::print(stderr, "wanlab: launch: signal {}: stopping every rank\n", static_cast<int>(g_signal));
-      signal_all(SIGTERM);
+      signal_all(procs, SIGTERM);
       term_sent = Clock::now();
     }
     if (term_sent && Clock::now() - *term_sent > kKillGrace) {
-      signal_all(SIGKILL);
+      signal_all(procs, SIGKILL);
       term_sent = Clock::now() + 1h;  // once
     }
-    bool running = false, open = false;
-    for (auto& p : procs) {
-      if (p.child.running() && !p.status) {
-        if (const auto st = p.child.try_wait()) {
-          p.status = st->shell_code();
-          p.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
-        } else {
-          running = true;
-        }
-      }
-      open |= p.out.valid();
-    }
+    bool open = false;
+    const bool running = reap(procs, sampler.t0, open);
     if (!running && !all_exited) {
       all_exited = Clock::now();
       // Whatever the ranks left behind in their groups (a daemonized child holding the pipe).
-      signal_all(SIGTERM);
+      signal_all(procs, SIGTERM);
     }
     if (!running && (!open || Clock::now() - *all_exited > 1s)) break;
 
-    std::vector<pollfd> fds;
-    std::vector<Proc*> who;
-    for (auto& p : procs)
-      if (p.out) {
-        fds.push_back({p.out.get(), POLLIN, 0});
-        who.push_back(&p);
-      }
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_sample - Clock::now());
-    const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long>(wait.count(), 0, 100)));
-    if (n > 0) {
-      for (std::size_t i = 0; i < fds.size(); ++i) {
-        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        char buf[16384];
-        const auto got = ::read(fds[i].fd, buf, sizeof buf);
-        if (got > 0) {
-          emit(*who[i], buf, static_cast<std::size_t>(got));
-        } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-          flush_partial(*who[i]);
-          who[i]->out.reset();
-        }
-      }
-    }
+    pump_output(procs, next_sample);
     if (Clock::now() >= next_sample) {
-      sample();
+      sampler.sample();
       next_sample += kSampleEvery;
       if (next_sample < Clock::now()) next_sample = Clock::now() + kSampleEvery;
     }
@@ -428,11 +469,11 @@ int cmd_launch(const LaunchArgs& a) {
       p.out.reset();
     }
   }
-  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  sample();
+  return interrupted;
+}
 
-  // summary.json
-  std::vector<int> statuses;
+// summary.json's ranks; `statuses` gets each rank's status for the job's worst.
+nlohmann::json rank_results(const std::vector<Proc>& procs, std::vector<int>& statuses) {
   nlohmann::json rank_json = nlohmann::json::array();
   for (const auto& p : procs) {
     const bool started = p.child.pid() > 0;
@@ -446,11 +487,16 @@ int cmd_launch(const LaunchArgs& a) {
     }
     rank_json.push_back(std::move(r));
   }
+  return rank_json;
+}
+
+// summary.json's links, from the last sample of each and its peak over one interval; adds up wan_bytes.
+nlohmann::json link_results(const core::Topology& topo, const std::vector<run::LinkSample>& samples,
+                            std::uint64_t& wan_bytes) {
   nlohmann::json links = nlohmann::json::array();
-  std::uint64_t wan_bytes = 0;
-  std::map<std::pair<std::size_t, std::size_t>, const run::LinkSample*> last;
-  std::map<std::pair<std::size_t, std::size_t>, double> peak;
-  std::map<std::pair<std::size_t, std::size_t>, const run::LinkSample*> prev;
+  std::map<LinkKey, const run::LinkSample*> last;
+  std::map<LinkKey, double> peak;
+  std::map<LinkKey, const run::LinkSample*> prev;
   for (const auto& s : samples) {
     const auto key = std::make_pair(s.src, s.dst);
     if (auto it = prev.find(key); it != prev.end() && s.t_s > it->second->t_s)
@@ -469,22 +515,31 @@ int cmd_launch(const LaunchArgs& a) {
                      {"mean_mbit_s", s->t_s > 0 ? static_cast<double>(s->bytes) * 8 / 1e6 / s->t_s : 0.0},
                      {"peak_mbit_s_100ms", peak[key]}});
   }
+  return links;
+}
+
+nlohmann::json summarize(const Job& j, const Sampler& sampler, const run::BackendCounters& engine0, double wall,
+                         bool interrupted) {
+  std::vector<int> statuses;
+  const auto rank_json = rank_results(j.procs, statuses);
+  std::uint64_t wan_bytes = 0;
+  const auto links = link_results(j.found.topology, sampler.samples, wan_bytes);
   const int worst = interrupted ? 130 : launch::worst_status(statuses);
-  nlohmann::json summary = {{"lab", lab_name},
-                            {"backend", found.state.backend},
+  nlohmann::json summary = {{"lab", j.found.state.lab},
+                            {"backend", j.found.state.backend},
                             {"ranks", rank_json},
-                            {"world_size", procs.size()},
+                            {"world_size", j.procs.size()},
                             {"wall_time_s", wall},
                             {"exit_status", worst},
                             {"interrupted", interrupted},
                             {"wan_bytes", wan_bytes},
                             {"links", links},
-                            {"samples", samples.size()},
+                            {"samples", sampler.samples.size()},
                             {"sample_interval_s", std::chrono::duration<double>(kSampleEvery).count()}};
-  if (!sampling_stopped.empty()) summary["sampling_stopped"] = sampling_stopped;
-  if (sampling) {
+  if (!sampler.stopped.empty()) summary["sampling_stopped"] = sampler.stopped;
+  if (sampler.sampling) {
     try {
-      const auto r = api::call(socket, "GET", "/v1/status", {}, 5s);
+      const auto r = api::call(sampler.socket, "GET", "/v1/status", {}, 5s);
       if (r.status == 200) {
         auto e = run::engine_json(engine0, backend_counters(r.body), wall);
         if (!e.is_null()) summary["engine"] = std::move(e);
@@ -493,28 +548,62 @@ int cmd_launch(const LaunchArgs& a) {
       // The controller went away at the very end; the summary keeps what was sampled.
     }
   }
+  return summary;
+}
+
+// links.csv, summary.json and the run card; returns the exit status of launch.
+int write_results(const LaunchArgs& a, const Job& j, const Sampler& sampler, const nlohmann::json& summary,
+                  double wall) {
+  const int worst = summary["exit_status"].get<int>();
   try {
-    write_text_file(out / "links.csv", run::links_csv(topo, samples));
-    write_text_file(out / "summary.json", summary.dump(2) + "\n");
+    write_text_file(j.out / "links.csv", run::links_csv(j.found.topology, sampler.samples));
+    write_text_file(j.out / "summary.json", summary.dump(2) + "\n");
     evidence::CardInputs card;
     card.command = "launch";
-    card.topology = &topo;
+    card.topology = &j.found.topology;
     card.summary = summary;
     card.framework = "launched command";
     card.launched = a.cmd;
-    write_run_card(out, card);
+    write_run_card(j.out, card);
   } catch (const std::exception& e) {
     fmt::print(stderr, "wanlab: launch: {}\n", e.what());
     return worst == 0 ? 1 : worst;
   }
   std::vector<std::string> per_link;
-  for (const auto& l : links)
+  for (const auto& l : summary["links"])
     per_link.push_back(fmt::format("{}->{} {:.1f} MB", l["src"].get<std::string>(), l["dst"].get<std::string>(),
                                    l["bytes"].get<std::uint64_t>() / 1e6));
+  const bool interrupted = summary["interrupted"].get<bool>();
   fmt::print(stderr, "wanlab: launch: {} after {:.2f} s (exit status {}); WAN {}; {}\n",
              interrupted ? "interrupted" : worst == 0 ? "done" : "failed", wall, worst,
-             per_link.empty() ? "no counters" : fmt::format("{}", fmt::join(per_link, ", ")), out.string());
+             per_link.empty() ? "no counters" : fmt::format("{}", fmt::join(per_link, ", ")), j.out.string());
   return worst;
+}
+
+}  // namespace
+
+int cmd_launch(const LaunchArgs& a) {
+  if (!check_privileges("launch")) return 1;
+  Job j;
+  if (auto no = plan_job(a, j)) return bad(*no);
+  if (auto no = make_run_folder(a, j)) return bad(*no);
+
+  std::map<std::string, std::unique_ptr<netlink::NodeEntry>> entries;
+  for (const auto& n : j.nodes)
+    entries.emplace(n.name, std::make_unique<netlink::NodeEntry>(lab::ns_node(j.found.state.lab, n.name)));
+  nlohmann::json status0;
+  if (auto no = first_status(j, status0)) return bad(*no);
+  Sampler sampler(j.found.topology, lab::socket_path(j.found.state.lab), link_counters(j.found.topology, status0));
+  const auto engine0 = backend_counters(status0);
+
+  write_launch_record(a, j);
+  install_signal_handlers();
+  sampler.t0 = start_ranks(j, entries);
+  sampler.sample();
+  const bool interrupted = supervise(j.procs, sampler);
+  const double wall = std::chrono::duration<double>(Clock::now() - sampler.t0).count();
+  sampler.sample();
+  return write_results(a, j, sampler, summarize(j, sampler, engine0, wall, interrupted), wall);
 }
 
 }  // namespace wanlab::cli

@@ -192,44 +192,64 @@ std::vector<Segment> critical_path(const std::map<int, Gpu>& gpus, double a, dou
   return segs;
 }
 
-}  // namespace
+// The iterations of a run: where each ends, and the measured ones after the warmup.
+struct Iterations {
+  std::vector<double> ends;  // seconds since the run's start
+  std::size_t first = 0;     // the first measured one
+  std::size_t measured = 0;
+  double from = 0, to = 0;  // the measured span
+  double step = 0;          // the summary's mean iteration time
+};
 
-json analyze_documents(const json& summary, const json& timeline, const json& card, const std::string& dir) {
-  const std::string sfile = (fs::path(dir) / "summary.json").string();
-  const std::string tfile = (fs::path(dir) / "timeline.json").string();
+Iterations read_iterations(const json& summary, const std::string& sfile) {
   const auto& it = at(summary, "iteration_time_s", sfile, "");
   const auto& per_it = at(it, "per_iteration", sfile, "/iteration_time_s");
   if (!per_it.is_array() || per_it.empty()) bad(sfile, "/iteration_time_s/per_iteration", "must be a non-empty array");
   const int warmup = static_cast<int>(number(it, "warmup", sfile, "/iteration_time_s"));
-  const double step = number(it, "mean", sfile, "/iteration_time_s");
-  std::vector<double> ends;
+  Iterations r;
+  r.step = number(it, "mean", sfile, "/iteration_time_s");
   double acc = 0;
   for (std::size_t i = 0; i < per_it.size(); ++i) {
     if (!per_it[i].is_number()) bad(sfile, fmt::format("/iteration_time_s/per_iteration/{}", i), "must be a number");
     acc += per_it[i].get<double>();
-    ends.push_back(acc);
+    r.ends.push_back(acc);
   }
-  if (warmup < 0 || static_cast<std::size_t>(warmup) >= ends.size())
-    bad(sfile, "/iteration_time_s/warmup", fmt::format("{} leaves no measured iteration of {}", warmup, ends.size()));
+  if (warmup < 0 || static_cast<std::size_t>(warmup) >= r.ends.size())
+    bad(sfile, "/iteration_time_s/warmup", fmt::format("{} leaves no measured iteration of {}", warmup, r.ends.size()));
+  r.first = static_cast<std::size_t>(warmup);
+  r.measured = r.ends.size() - r.first;
+  r.from = r.first == 0 ? 0 : r.ends[r.first - 1];
+  r.to = r.ends.back();
+  return r;
+}
 
-  // Workers: DC and stage from the summary.
-  std::map<int, Gpu> gpus;
-  std::map<int, std::pair<std::string, int>> where;
+// Workers: DC and stage from the summary; the data-parallel degree from it or the card.
+struct Placement {
+  std::map<int, std::pair<std::string, int>> where;  // worker -> (DC, stage)
   int dp = 0;
+};
+
+Placement read_placement(const json& summary, const json& card, const std::string& sfile) {
+  Placement r;
   if (summary.contains("gpu_utilization") && summary["gpu_utilization"].contains("per_gpu")) {
     const auto& pg = summary["gpu_utilization"]["per_gpu"];
     for (std::size_t i = 0; i < pg.size(); ++i) {
       const auto path = fmt::format("/gpu_utilization/per_gpu/{}", i);
       const int w = static_cast<int>(number(pg[i], "worker", sfile, path));
-      where[w] = {pg[i].value("dc", std::string("?")), pg[i].value("stage", -1)};
-      dp = std::max(dp, pg[i].value("dp_rank", 0) + 1);
+      r.where[w] = {pg[i].value("dc", std::string("?")), pg[i].value("stage", -1)};
+      r.dp = std::max(r.dp, pg[i].value("dp_rank", 0) + 1);
     }
   }
-  if (card.is_object() && card.contains("parallelism")) dp = card["parallelism"].value("dp", dp);
+  if (card.is_object() && card.contains("parallelism")) r.dp = card["parallelism"].value("dp", r.dp);
+  return r;
+}
 
+// Each GPU's spans from the timeline's complete events; categories not known go to `unknown`.
+std::map<int, Gpu> read_spans(const json& timeline, const std::string& tfile, const Placement& placement,
+                              std::set<std::string>& unknown) {
+  std::map<int, Gpu> gpus;
   const auto& events = at(timeline, "traceEvents", tfile, "");
   if (!events.is_array()) bad(tfile, "/traceEvents", "must be an array");
-  std::set<std::string> unknown;
   for (std::size_t i = 0; i < events.size(); ++i) {
     const auto& e = events[i];
     const auto path = fmt::format("/traceEvents/{}", i);
@@ -255,80 +275,95 @@ json analyze_documents(const json& summary, const json& timeline, const json& ca
     s.end = s.start + dur / 1e6;
     auto& g = gpus[w];
     g.worker = w;
-    if (auto wi = where.find(w); wi != where.end()) {
+    if (auto wi = placement.where.find(w); wi != placement.where.end()) {
       g.dc = wi->second.first;
       g.stage = wi->second.second;
     }
     g.spans.push_back(s);
   }
   if (gpus.empty()) bad(tfile, "/traceEvents", "no spans of any GPU (the run was simulated with --timeline none?)");
+  return gpus;
+}
 
-  const std::size_t first = static_cast<std::size_t>(warmup);
-  const std::size_t measured = ends.size() - first;
-  const double from = first == 0 ? 0 : ends[first - 1];
-  const double to = ends.back();
+// compute, exposed pipeline, exposed all-reduce, idle, overlapped, idle sending, window.
+using Phases = std::array<double, 7>;
 
-  // Phases per GPU, per iteration (means over the measured ones).
+json phases_json(const Phases& v) {
+  const double comm = v[4] + v[1] + v[2];
+  return json{{"compute_s", v[0]},          {"exposed_pipeline_s", v[1]}, {"exposed_allreduce_s", v[2]},
+              {"idle_s", v[3]},             {"overlapped_s", v[4]},       {"idle_sending_s", v[5]},
+              {"total_s", v[0] + v[1] + v[2] + v[3]}, {"overlap", comm > 0 ? v[4] / comm : 0.0}};
+}
+
+// One GPU's phases per measured iteration (their means).
+Phases gpu_phases(const Gpu& g, const Iterations& its) {
+  std::vector<const Sp*> sp;
+  for (const auto& s : g.spans) sp.push_back(&s);
+  Phases v{};
+  const auto& ends = its.ends;
+  for (std::size_t i = its.first; i < ends.size(); ++i) {
+    const double a = i == 0 ? 0 : ends[i - 1], b = ends[i];
+    const double c = covered(of(sp, {Kind::compute}), a, b);
+    const double cr = covered(of(sp, {Kind::compute, Kind::recv}), a, b);
+    const double cra = covered(of(sp, {Kind::compute, Kind::recv, Kind::allreduce}), a, b);
+    const double cras = covered(of(sp, {Kind::compute, Kind::recv, Kind::allreduce, Kind::send}), a, b);
+    const double sends = covered(of(sp, {Kind::send}), a, b);
+    const double cs = covered(of(sp, {Kind::compute, Kind::send}), a, b);
+    v[0] += c;
+    v[1] += cr - c;
+    v[2] += cra - cr;
+    v[3] += (b - a) - cra;
+    v[4] += sends + c - cs;
+    v[5] += cras - cra;
+    v[6] += b - a;
+  }
+  for (auto& x : v) x /= static_cast<double>(its.measured);
+  return v;
+}
+
+// Phases per GPU, per stage and their mean over the GPUs.
+struct PhaseTables {
   json per_gpu = json::array();
-  std::map<int, std::vector<std::array<double, 7>>> by_stage;
-  std::array<double, 7> all{};
-  for (auto& [w, g] : gpus) {
-    std::vector<const Sp*> sp;
-    for (const auto& s : g.spans) sp.push_back(&s);
-    std::array<double, 7> v{};  // compute, exp pipe, exp allreduce, idle, overlapped, idle sending, window
-    for (std::size_t i = first; i < ends.size(); ++i) {
-      const double a = i == 0 ? 0 : ends[i - 1], b = ends[i];
-      const double c = covered(of(sp, {Kind::compute}), a, b);
-      const double cr = covered(of(sp, {Kind::compute, Kind::recv}), a, b);
-      const double cra = covered(of(sp, {Kind::compute, Kind::recv, Kind::allreduce}), a, b);
-      const double cras = covered(of(sp, {Kind::compute, Kind::recv, Kind::allreduce, Kind::send}), a, b);
-      const double sends = covered(of(sp, {Kind::send}), a, b);
-      const double cs = covered(of(sp, {Kind::compute, Kind::send}), a, b);
-      v[0] += c;
-      v[1] += cr - c;
-      v[2] += cra - cr;
-      v[3] += (b - a) - cra;
-      v[4] += sends + c - cs;
-      v[5] += cras - cra;
-      v[6] += b - a;
-    }
-    for (auto& x : v) x /= static_cast<double>(measured);
+  json per_stage = json::array();
+  json mean;
+};
+
+PhaseTables phase_tables(const std::map<int, Gpu>& gpus, const Iterations& its) {
+  PhaseTables t;
+  std::map<int, std::vector<Phases>> by_stage;
+  Phases all{};
+  for (const auto& [w, g] : gpus) {
+    const auto v = gpu_phases(g, its);
     for (std::size_t k = 0; k < v.size(); ++k) all[k] += v[k];
     by_stage[g.stage].push_back(v);
-    const double comm = v[4] + v[1] + v[2];
-    per_gpu.push_back({{"worker", w},
-                       {"dc", g.dc},
-                       {"stage", g.stage},
-                       {"compute_s", v[0]},
-                       {"exposed_pipeline_s", v[1]},
-                       {"exposed_allreduce_s", v[2]},
-                       {"idle_s", v[3]},
-                       {"overlapped_s", v[4]},
-                       {"idle_sending_s", v[5]},
-                       {"total_s", v[0] + v[1] + v[2] + v[3]},
-                       {"overlap", comm > 0 ? v[4] / comm : 0.0}});
+    auto j = phases_json(v);
+    j["worker"] = w;
+    j["dc"] = g.dc;
+    j["stage"] = g.stage;
+    t.per_gpu.push_back(std::move(j));
   }
-  const auto phases_json = [](const std::array<double, 7>& v) {
-    const double comm = v[4] + v[1] + v[2];
-    return json{{"compute_s", v[0]},          {"exposed_pipeline_s", v[1]}, {"exposed_allreduce_s", v[2]},
-                {"idle_s", v[3]},             {"overlapped_s", v[4]},       {"idle_sending_s", v[5]},
-                {"total_s", v[0] + v[1] + v[2] + v[3]}, {"overlap", comm > 0 ? v[4] / comm : 0.0}};
-  };
-  json per_stage = json::array();
   for (const auto& [st, rows] : by_stage) {
-    std::array<double, 7> m{};
+    Phases m{};
     for (const auto& r : rows)
       for (std::size_t k = 0; k < m.size(); ++k) m[k] += r[k] / static_cast<double>(rows.size());
     auto j = phases_json(m);
     j["stage"] = st;
     j["gpus"] = rows.size();
-    per_stage.push_back(std::move(j));
+    t.per_stage.push_back(std::move(j));
   }
   for (auto& x : all) x /= static_cast<double>(gpus.size());
-  auto mean = phases_json(all);
-  const double total = mean["total_s"].get<double>();
+  t.mean = phases_json(all);
+  return t;
+}
 
-  // WAN transfers and links.
+// WAN links over the measured iterations, and the transfers of the first measured one.
+struct WanTables {
+  json links = json::array();
+  json transfers = json::array();
+};
+
+WanTables wan_tables(const json& summary, const std::map<int, Gpu>& gpus, const Placement& placement,
+                     const Iterations& its) {
   std::map<std::pair<std::string, std::string>, double> rate;
   if (summary.contains("wan") && summary["wan"].is_array())
     for (const auto& l : summary["wan"])
@@ -339,80 +374,86 @@ json analyze_documents(const json& summary, const json& timeline, const json& ca
     double bytes = 0;
   };
   std::map<std::pair<std::string, std::string>, LinkAcc> links;
-  json transfers = json::array();
+  WanTables t;
   for (const auto& [w, g] : gpus)
     for (const auto& s : g.spans) {
-      if (s.kind != Kind::send || s.start < from || s.start >= to || s.end <= s.start) continue;
-      const auto pi = where.find(s.peer);
-      if (pi == where.end() || pi->second.first == g.dc || g.dc.empty()) continue;
+      if (s.kind != Kind::send || s.start < its.from || s.start >= its.to || s.end <= s.start) continue;
+      const auto pi = placement.where.find(s.peer);
+      if (pi == placement.where.end() || pi->second.first == g.dc || g.dc.empty()) continue;
       const auto key = std::make_pair(g.dc, pi->second.first);
       auto& l = links[key];
       const double gb = s.bytes * 8 / (s.end - s.start) / 1e9;
       l.gbit.push_back(gb);
       l.busy.push_back({s.start, s.end});
       l.bytes += s.bytes;
-      if (s.iteration == static_cast<int>(first) && transfers.size() < 512) {
+      if (s.iteration == static_cast<int>(its.first) && t.transfers.size() < 512) {
         const double r = rate.count(key) ? rate[key] : 0.0;
-        transfers.push_back({{"src_worker", w},
-                             {"dst_worker", s.peer},
-                             {"link", fmt::format("{}->{}", key.first, key.second)},
-                             {"iteration", s.iteration},
-                             {"microbatch", s.microbatch},
-                             {"bytes", s.bytes},
-                             {"duration_s", s.end - s.start},
-                             {"gbit_s", gb},
-                             {"fraction_of_rate", r > 0 ? gb * 1e9 / r : 0.0}});
+        t.transfers.push_back({{"src_worker", w},
+                               {"dst_worker", s.peer},
+                               {"link", fmt::format("{}->{}", key.first, key.second)},
+                               {"iteration", s.iteration},
+                               {"microbatch", s.microbatch},
+                               {"bytes", s.bytes},
+                               {"duration_s", s.end - s.start},
+                               {"gbit_s", gb},
+                               {"fraction_of_rate", r > 0 ? gb * 1e9 / r : 0.0}});
       }
     }
-  json wan = json::array();
+  const double measured = static_cast<double>(its.measured), from = its.from, to = its.to;
   for (auto& [key, l] : links) {
     const double r = rate.count(key) ? rate[key] : 0.0;
     const double busy = covered(l.busy, from, to);
     const double busy_gbit = busy > 0 ? l.bytes * 8 / busy / 1e9 : 0.0;
-    wan.push_back({{"src", key.first},
-                   {"dst", key.second},
-                   {"transfers", l.gbit.size()},
-                   {"bytes_per_iteration", l.bytes / static_cast<double>(measured)},
-                   {"transfer_gbit_s", {{"p50", quantile(l.gbit, 0.5)}, {"mean", mean_of(l.gbit)},
-                                        {"min", quantile(l.gbit, 0)}, {"max", quantile(l.gbit, 1)}}},
-                   {"busy_s_per_iteration", busy / static_cast<double>(measured)},
-                   {"busy_gbit_s", busy_gbit},
-                   {"rate_gbit_s", r / 1e9},
-                   {"busy_fraction_of_rate", r > 0 ? busy_gbit * 1e9 / r : 0.0},
-                   {"utilization", r > 0 && to > from ? l.bytes * 8 / (r * (to - from)) : 0.0}});
+    t.links.push_back({{"src", key.first},
+                       {"dst", key.second},
+                       {"transfers", l.gbit.size()},
+                       {"bytes_per_iteration", l.bytes / measured},
+                       {"transfer_gbit_s", {{"p50", quantile(l.gbit, 0.5)}, {"mean", mean_of(l.gbit)},
+                                            {"min", quantile(l.gbit, 0)}, {"max", quantile(l.gbit, 1)}}},
+                       {"busy_s_per_iteration", busy / measured},
+                       {"busy_gbit_s", busy_gbit},
+                       {"rate_gbit_s", r / 1e9},
+                       {"busy_fraction_of_rate", r > 0 ? busy_gbit * 1e9 / r : 0.0},
+                       {"utilization", r > 0 && to > from ? l.bytes * 8 / (r * (to - from)) : 0.0}});
   }
-  // All-reduces: algorithm and bus bandwidth (ring over dp ranks).
-  json allreduce = json::array();
-  {
-    std::map<int, std::vector<double>> alg;  // per stage, GB/s
-    std::map<int, double> bytes;
-    for (const auto& [w, g] : gpus)
-      for (const auto& s : g.spans)
-        if (s.kind == Kind::allreduce && s.start >= from && s.start < to && s.end > s.start) {
-          alg[g.stage].push_back(s.bytes * 8 / (s.end - s.start) / 1e9);
-          bytes[g.stage] = s.bytes;
-        }
-    for (const auto& [st, v] : alg) {
-      const double algbw = mean_of(v);
-      allreduce.push_back({{"stage", st},
-                           {"ranks", dp},
-                           {"bytes", bytes[st]},
-                           {"alg_gbit_s", algbw},
-                           {"bus_gbit_s", dp > 1 ? algbw * 2 * (dp - 1) / dp : algbw}});
-    }
-  }
+  return t;
+}
 
-  // Critical path, per measured iteration; the first measured one in full.
+// All-reduces: algorithm and bus bandwidth (ring over dp ranks).
+json allreduce_table(const std::map<int, Gpu>& gpus, const Iterations& its, int dp) {
+  json allreduce = json::array();
+  std::map<int, std::vector<double>> alg;  // per stage, GB/s
+  std::map<int, double> bytes;
+  for (const auto& [w, g] : gpus)
+    for (const auto& s : g.spans)
+      if (s.kind == Kind::allreduce && s.start >= its.from && s.start < its.to && s.end > s.start) {
+        alg[g.stage].push_back(s.bytes * 8 / (s.end - s.start) / 1e9);
+        bytes[g.stage] = s.bytes;
+      }
+  for (const auto& [st, v] : alg) {
+    const double algbw = mean_of(v);
+    allreduce.push_back({{"stage", st},
+                         {"ranks", dp},
+                         {"bytes", bytes[st]},
+                         {"alg_gbit_s", algbw},
+                         {"bus_gbit_s", dp > 1 ? algbw * 2 * (dp - 1) / dp : algbw}});
+  }
+  return allreduce;
+}
+
+// Critical path, per measured iteration; the first measured one in full.
+json critical_path_table(const std::map<int, Gpu>& gpus, const Iterations& its) {
   std::map<std::string, double> cp_sum;
   json hops = json::array();
   double cp_total = 0;
-  for (std::size_t i = first; i < ends.size(); ++i) {
+  const auto& ends = its.ends;
+  for (std::size_t i = its.first; i < ends.size(); ++i) {
     const auto segs = critical_path(gpus, i == 0 ? 0 : ends[i - 1], ends[i]);
     for (const auto& s : segs) {
       cp_sum[s.kind] += s.end - s.start;
       cp_total += s.end - s.start;
     }
-    if (i == first)
+    if (i == its.first)
       for (const auto& s : segs) {
         json h = {{"worker", s.worker}, {"kind", s.kind}, {"start_s", s.start}, {"duration_s", s.end - s.start}};
         if (gpus.count(s.worker)) h["stage"] = gpus.at(s.worker).stage;
@@ -422,30 +463,47 @@ json analyze_documents(const json& summary, const json& timeline, const json& ca
   }
   json cp = json::object();
   for (const char* k : {"compute", "transfer", "allreduce", "wait", "idle"})
-    cp[std::string(k) + "_s"] = cp_sum[k] / static_cast<double>(measured);
-  cp["total_s"] = cp_total / static_cast<double>(measured);
-  cp["first_measured_iteration"] = first;
+    cp[std::string(k) + "_s"] = cp_sum[k] / static_cast<double>(its.measured);
+  cp["total_s"] = cp_total / static_cast<double>(its.measured);
+  cp["first_measured_iteration"] = its.first;
   cp["hops"] = std::move(hops);
+  return cp;
+}
 
+}  // namespace
+
+json analyze_documents(const json& summary, const json& timeline, const json& card, const std::string& dir) {
+  const std::string sfile = (fs::path(dir) / "summary.json").string();
+  const std::string tfile = (fs::path(dir) / "timeline.json").string();
+  const auto its = read_iterations(summary, sfile);
+  const auto placement = read_placement(summary, card, sfile);
+  std::set<std::string> unknown;
+  const auto gpus = read_spans(timeline, tfile, placement, unknown);
+
+  auto phases = phase_tables(gpus, its);
+  const double total = phases.mean["total_s"].get<double>();
+  auto wan = wan_tables(summary, gpus, placement, its);
+  auto cp = critical_path_table(gpus, its);
+  const double step = its.step;
   json r = {{"folder", dir},
             {"name", fs::path(dir).filename().string()},
             {"scenario", summary.value("scenario", std::string())},
             {"policy", summary.value("policy", std::string())},
             {"backend", summary.value("backend", std::string())},
             {"step_time_s", step},
-            {"measured_iterations", measured},
+            {"measured_iterations", its.measured},
             {"gpus", gpus.size()},
-            {"mean", std::move(mean)},
+            {"mean", std::move(phases.mean)},
             {"check", {{"phase_sum_s", total},
                        {"critical_path_s", cp["total_s"]},
                        {"step_time_s", step},
                        {"phase_sum_error", step > 0 ? std::abs(total - step) / step : 0.0},
                        {"critical_path_error", step > 0 ? std::abs(cp["total_s"].get<double>() - step) / step : 0.0}}},
-            {"per_stage", std::move(per_stage)},
-            {"per_gpu", std::move(per_gpu)},
-            {"wan_links", std::move(wan)},
-            {"wan_transfers_first_measured_iteration", std::move(transfers)},
-            {"allreduce", std::move(allreduce)},
+            {"per_stage", std::move(phases.per_stage)},
+            {"per_gpu", std::move(phases.per_gpu)},
+            {"wan_links", std::move(wan.links)},
+            {"wan_transfers_first_measured_iteration", std::move(wan.transfers)},
+            {"allreduce", allreduce_table(gpus, its, placement.dp)},
             {"critical_path", std::move(cp)}};
   if (!unknown.empty()) r["unknown_span_categories"] = unknown;
   if (card.is_object() && !card.empty())

@@ -271,6 +271,164 @@ std::vector<const Node*> dependency_order(const std::vector<Node>& nodes, const 
   return out;
 }
 
+EvidenceError node_error(const std::string& file, const Node& node, const std::string& why) {
+  return EvidenceError(fmt::format("{}: byte {}: {}: {}", file, node.offset, node.where(), why));
+}
+
+// Turns each rank's nodes into its program; holds what the ranks share: message counts and sizes.
+struct ChakraImporter {
+  const std::vector<std::string>& names;
+  const ImportOptions& options;
+  int n = 0;  // ranks
+  std::map<std::pair<int, int>, std::uint32_t> sent{}, received{};
+  std::map<std::pair<int, int>, std::vector<std::pair<std::string, std::uint64_t>>> sizes{};  // (from, to): send sizes
+  bool flops_from_ops = false;
+
+  // One rank's nodes, in dependency order; `measured` and `timed` get its time span.
+  program::WorkerProgram rank_program(int r, const std::string& data, ImportedJob& job, double& measured, bool& timed) {
+    const auto& file = names[static_cast<std::size_t>(r)];
+    const auto nodes = read_file_nodes(data, file);
+    program::WorkerProgram w;
+    w.worker = r;
+    w.stage = r;
+    std::map<std::string, int> left_out, kept_as_compute;
+    std::optional<std::uint64_t> first_start;
+    std::uint64_t last_end = 0;
+    for (const Node* node : dependency_order(nodes, file)) {
+      if (node->start_us) {
+        first_start = std::min(first_start.value_or(*node->start_us), *node->start_us);
+        last_end = std::max(last_end, *node->start_us + node->duration_us);
+      }
+      add_node(*node, r, w, left_out, kept_as_compute);
+    }
+    for (const auto& [what, count] : kept_as_compute)
+      job.unsupported.push_back(fmt::format("{}: {} x {} (wanlab programs lack it): its duration is kept as compute",
+                                            file, count, what));
+    for (const auto& [what, count] : left_out)
+      job.unsupported.push_back(fmt::format("{}: {} x {}: no work, left out", file, count, what));
+    if (first_start)
+      measured = std::max(measured, static_cast<double>(last_end - *first_start) / 1e6);
+    else
+      timed = false;
+    return w;
+  }
+
+  void add_node(const Node& node, int r, program::WorkerProgram& w, std::map<std::string, int>& left_out,
+                std::map<std::string, int>& kept_as_compute) {
+    const auto& file = names[static_cast<std::size_t>(r)];
+    switch (node.type) {
+      case kComp: compute(node, compute_kind(node.name), w); break;
+      case kSend: {
+        Op op;
+        op.kind = OpKind::send;
+        op.peer = peer(node, r, "comm_dst");
+        op.bytes = bytes(node, r);
+        op.tag = sent[{r, op.peer}]++;
+        op.microbatch = static_cast<int>(op.tag);
+        sizes[{r, op.peer}].push_back({fmt::format("{}: byte {}: {}", file, node.offset, node.where()), op.bytes});
+        w.ops.push_back(op);
+        break;
+      }
+      case kRecv: {
+        Op op;
+        op.kind = OpKind::recv;
+        op.peer = peer(node, r, "comm_src");
+        op.tag = received[{op.peer, r}]++;
+        op.microbatch = static_cast<int>(op.tag);
+        w.ops.push_back(op);  // bytes: the matching send's, below
+        break;
+      }
+      case kColl: {
+        const auto type = int_attr(node, "comm_type");
+        if (!type) throw node_error(file, node, "a collective without a comm_type attribute");
+        if (*type == 0) {
+          Op op;
+          op.kind = OpKind::allreduce;
+          op.bytes = bytes(node, r);
+          for (int k = 0; k < n; ++k) op.ring.push_back(k);
+          w.ops.push_back(op);
+        } else {
+          ++kept_as_compute["COMM_COLL_NODE " + collective_name(*type)];
+          compute(node, OpKind::forward, w);
+        }
+        break;
+      }
+      case kMetadata:
+      case kInvalid: ++left_out[node_type_name(node.type)]; break;
+      default:
+        ++kept_as_compute[node_type_name(node.type)];
+        compute(node, OpKind::forward, w);
+    }
+  }
+
+  // A compute operation of the node's duration (or its num_ops); none when it has neither.
+  void compute(const Node& node, OpKind kind, program::WorkerProgram& w) {
+    Op op;
+    op.kind = kind;
+    if (node.duration_us > 0) {
+      op.flops = static_cast<double>(node.duration_us) / 1e6 * options.effective_flops;
+    } else if (auto ops = int_attr(node, "num_ops"); ops && *ops > 0) {
+      op.flops = static_cast<double>(*ops);
+      flops_from_ops = true;
+    } else {
+      return;  // nothing to wait for
+    }
+    w.ops.push_back(op);
+  }
+
+  std::uint64_t bytes(const Node& node, int r) const {
+    if (auto b = int_attr(node, "comm_size"); b && *b > 0) return static_cast<std::uint64_t>(*b);
+    if (options.message_bytes) return *options.message_bytes;
+    throw node_error(names[static_cast<std::size_t>(r)], node,
+                     "no comm_size attribute (bytes) and no message size was given (--message-bytes)");
+  }
+
+  int peer(const Node& node, int r, const char* attr) const {
+    const auto& file = names[static_cast<std::size_t>(r)];
+    auto p = int_attr(node, attr);
+    if (!p) {
+      if (n == 2) return 1 - r;
+      throw node_error(file, node, fmt::format("no {} attribute: the peer rank", attr));
+    }
+    if (*p < 0 || *p >= n || *p == r)
+      throw node_error(file, node, fmt::format("{} {} is not another of the {} ranks", attr, *p, n));
+    return static_cast<int>(*p);
+  }
+
+  // Every direction's sends and receives pair up; each receive gets its send's size.
+  void pair_messages(ImportedJob& job) {
+    for (const auto& [k, count] : sent)
+      if (received[k] != count)
+        throw EvidenceError(fmt::format("{} and {}: rank {} sends {} messages to rank {}, which receives {}",
+                                        names[static_cast<std::size_t>(k.first)], names[static_cast<std::size_t>(k.second)],
+                                        k.first, count, k.second, received[k]));
+    for (const auto& [k, count] : received)
+      if (!sent.count(k))
+        throw EvidenceError(fmt::format("{}: rank {} receives {} messages from rank {}, which sends none",
+                                        names[static_cast<std::size_t>(k.second)], k.second, count, k.first));
+    for (auto& w : job.programs)
+      for (auto& op : w.ops)
+        if (op.kind == OpKind::recv) op.bytes = sizes[{op.peer, w.worker}].at(op.tag).second;
+  }
+};
+
+// Every rank must run the same all-reduces (sizes in order).
+void check_allreduces(const ImportedJob& job, const std::vector<std::string>& names) {
+  std::vector<std::uint64_t> first;
+  for (const auto& op : job.programs[0].ops)
+    if (op.kind == OpKind::allreduce) first.push_back(op.bytes);
+  for (const auto& w : job.programs) {
+    std::vector<std::uint64_t> mine;
+    for (const auto& op : w.ops)
+      if (op.kind == OpKind::allreduce) mine.push_back(op.bytes);
+    if (mine != first)
+      throw EvidenceError(fmt::format("{} and {}: rank 0 runs all-reduces of [{}] bytes, rank {} of [{}]: every rank "
+                                      "runs each all-reduce",
+                                      names[0], names[static_cast<std::size_t>(w.worker)], fmt::join(first, ", "),
+                                      w.worker, fmt::join(mine, ", ")));
+  }
+}
+
 }  // namespace
 
 bool is_chakra_trace(const fs::path& file) {
@@ -291,135 +449,13 @@ ImportedJob import_chakra_documents(const std::vector<std::string>& files, const
   job.iterations = 1;
   if (files.empty()) throw EvidenceError("import: no trace files");
   const int n = static_cast<int>(files.size());
-  std::map<std::pair<int, int>, std::uint32_t> sent, received;
-  std::map<std::pair<int, int>, std::vector<std::pair<std::string, std::uint64_t>>> sizes;  // (from, to): send sizes
+  ChakraImporter importer{.names = names, .options = options, .n = n};
   double measured = 0;
-  bool timed = true, flops_from_ops = false;
-  for (int r = 0; r < n; ++r) {
-    const auto& file = names[static_cast<std::size_t>(r)];
-    const auto nodes = read_file_nodes(files[static_cast<std::size_t>(r)], file);
-    program::WorkerProgram w;
-    w.worker = r;
-    w.stage = r;
-    std::map<std::string, int> left_out, kept_as_compute;
-    std::optional<std::uint64_t> first_start;
-    std::uint64_t last_end = 0;
-    for (const Node* node : dependency_order(nodes, file)) {
-      if (node->start_us) {
-        first_start = std::min(first_start.value_or(*node->start_us), *node->start_us);
-        last_end = std::max(last_end, *node->start_us + node->duration_us);
-      }
-      const auto bad = [&](const std::string& why) -> EvidenceError {
-        return EvidenceError(fmt::format("{}: byte {}: {}: {}", file, node->offset, node->where(), why));
-      };
-      const auto compute = [&](OpKind kind) {
-        Op op;
-        op.kind = kind;
-        if (node->duration_us > 0) {
-          op.flops = static_cast<double>(node->duration_us) / 1e6 * options.effective_flops;
-        } else if (auto ops = int_attr(*node, "num_ops"); ops && *ops > 0) {
-          op.flops = static_cast<double>(*ops);
-          flops_from_ops = true;
-        } else {
-          return;  // nothing to wait for
-        }
-        w.ops.push_back(op);
-      };
-      const auto bytes = [&]() -> std::uint64_t {
-        if (auto b = int_attr(*node, "comm_size"); b && *b > 0) return static_cast<std::uint64_t>(*b);
-        if (options.message_bytes) return *options.message_bytes;
-        throw bad("no comm_size attribute (bytes) and no message size was given (--message-bytes)");
-      };
-      const auto peer = [&](const char* attr) -> int {
-        auto p = int_attr(*node, attr);
-        if (!p) {
-          if (n == 2) return 1 - r;
-          throw bad(fmt::format("no {} attribute: the peer rank", attr));
-        }
-        if (*p < 0 || *p >= n || *p == r) throw bad(fmt::format("{} {} is not another of the {} ranks", attr, *p, n));
-        return static_cast<int>(*p);
-      };
-      switch (node->type) {
-        case kComp: compute(compute_kind(node->name)); break;
-        case kSend: {
-          Op op;
-          op.kind = OpKind::send;
-          op.peer = peer("comm_dst");
-          op.bytes = bytes();
-          op.tag = sent[{r, op.peer}]++;
-          op.microbatch = static_cast<int>(op.tag);
-          sizes[{r, op.peer}].push_back({fmt::format("{}: byte {}: {}", file, node->offset, node->where()), op.bytes});
-          w.ops.push_back(op);
-          break;
-        }
-        case kRecv: {
-          Op op;
-          op.kind = OpKind::recv;
-          op.peer = peer("comm_src");
-          op.tag = received[{op.peer, r}]++;
-          op.microbatch = static_cast<int>(op.tag);
-          w.ops.push_back(op);  // bytes: the matching send's, below
-          break;
-        }
-        case kColl: {
-          const auto type = int_attr(*node, "comm_type");
-          if (!type) throw bad("a collective without a comm_type attribute");
-          if (*type == 0) {
-            Op op;
-            op.kind = OpKind::allreduce;
-            op.bytes = bytes();
-            for (int k = 0; k < n; ++k) op.ring.push_back(k);
-            w.ops.push_back(op);
-          } else {
-            ++kept_as_compute["COMM_COLL_NODE " + collective_name(*type)];
-            compute(OpKind::forward);
-          }
-          break;
-        }
-        case kMetadata:
-        case kInvalid: ++left_out[node_type_name(node->type)]; break;
-        default:
-          ++kept_as_compute[node_type_name(node->type)];
-          compute(OpKind::forward);
-      }
-    }
-    for (const auto& [what, count] : kept_as_compute)
-      job.unsupported.push_back(fmt::format("{}: {} x {} (wanlab programs lack it): its duration is kept as compute",
-                                            file, count, what));
-    for (const auto& [what, count] : left_out)
-      job.unsupported.push_back(fmt::format("{}: {} x {}: no work, left out", file, count, what));
-    if (first_start)
-      measured = std::max(measured, static_cast<double>(last_end - *first_start) / 1e6);
-    else
-      timed = false;
-    job.programs.push_back(std::move(w));
-  }
-  for (const auto& [k, count] : sent)
-    if (received[k] != count)
-      throw EvidenceError(fmt::format("{} and {}: rank {} sends {} messages to rank {}, which receives {}",
-                                      names[static_cast<std::size_t>(k.first)], names[static_cast<std::size_t>(k.second)],
-                                      k.first, count, k.second, received[k]));
-  for (const auto& [k, count] : received)
-    if (!sent.count(k))
-      throw EvidenceError(fmt::format("{}: rank {} receives {} messages from rank {}, which sends none",
-                                      names[static_cast<std::size_t>(k.second)], k.second, count, k.first));
-  for (auto& w : job.programs)
-    for (auto& op : w.ops)
-      if (op.kind == OpKind::recv) op.bytes = sizes[{op.peer, w.worker}].at(op.tag).second;
-  // Every rank must run the same all-reduces (sizes in order).
-  std::vector<std::uint64_t> first;
-  for (const auto& op : job.programs[0].ops)
-    if (op.kind == OpKind::allreduce) first.push_back(op.bytes);
-  for (const auto& w : job.programs) {
-    std::vector<std::uint64_t> mine;
-    for (const auto& op : w.ops)
-      if (op.kind == OpKind::allreduce) mine.push_back(op.bytes);
-    if (mine != first)
-      throw EvidenceError(fmt::format("{} and {}: rank 0 runs all-reduces of [{}] bytes, rank {} of [{}]: every rank "
-                                      "runs each all-reduce",
-                                      names[0], names[static_cast<std::size_t>(w.worker)], fmt::join(first, ", "),
-                                      w.worker, fmt::join(mine, ", ")));
-  }
+  bool timed = true;
+  for (int r = 0; r < n; ++r)
+    job.programs.push_back(importer.rank_program(r, files[static_cast<std::size_t>(r)], job, measured, timed));
+  importer.pair_messages(job);
+  check_allreduces(job, names);
   if (timed) {
     job.measured_iteration_s = {measured};
     job.measured_iteration_mean_s = measured;
@@ -429,7 +465,7 @@ ImportedJob import_chakra_documents(const std::vector<std::string>& files, const
   job.notes.push_back("one iteration: a Chakra trace is a graph of one step; nodes run one after another in "
                       "dependency order (lowest id first among the ready ones)");
   job.notes.push_back(fmt::format("compute: duration_micros as FLOPs at {:.4g} FLOP/s{}", options.effective_flops,
-                                  flops_from_ops ? "; nodes without a duration: their num_ops" : ""));
+                                  importer.flops_from_ops ? "; nodes without a duration: their num_ops" : ""));
   job.notes.push_back("messages: the n-th send of a direction is its n-th receive; sizes from comm_size");
   return job;
 }

@@ -131,29 +131,30 @@ OpKind classify(const std::vector<const Ev*>& inside, double a, double b) {
   return OpKind::forward;
 }
 
-Rank read_rank(const json& doc, const std::string& file, int rank, ImportedJob& job) {
-  const json* events = nullptr;
-  std::string base;
-  if (doc.is_array()) {
-    events = &doc;
-  } else if (doc.is_object()) {
-    if (!doc.contains("traceEvents")) bad(file, "/traceEvents", "missing: not a Chrome trace (Kineto) nor an event list");
-    events = &doc.at("traceEvents");
-    base = "/traceEvents";
-    if (!events->is_array()) bad(file, base, "must be an array of events");
-    if (doc.contains("distributedInfo") && doc["distributedInfo"].is_object() &&
-        doc["distributedInfo"].contains("rank") && doc["distributedInfo"]["rank"].is_number_integer() &&
-        doc["distributedInfo"]["rank"].get<int>() != rank)
-      bad(file, "/distributedInfo/rank",
-          fmt::format("the trace is rank {}'s, given as rank {} (give the files in rank order)",
-                      doc["distributedInfo"]["rank"].get<int>(), rank));
-  } else {
-    bad(file, "", "a trace is a JSON object with traceEvents, or an array of events");
-  }
+// The trace's event list (a Chrome trace's traceEvents, or a bare array); `base` gets its JSON path.
+const json& trace_events(const json& doc, const std::string& file, int rank, std::string& base) {
+  if (doc.is_array()) return doc;
+  if (!doc.is_object()) bad(file, "", "a trace is a JSON object with traceEvents, or an array of events");
+  if (!doc.contains("traceEvents")) bad(file, "/traceEvents", "missing: not a Chrome trace (Kineto) nor an event list");
+  const json& events = doc.at("traceEvents");
+  base = "/traceEvents";
+  if (!events.is_array()) bad(file, base, "must be an array of events");
+  if (doc.contains("distributedInfo") && doc["distributedInfo"].is_object() &&
+      doc["distributedInfo"].contains("rank") && doc["distributedInfo"]["rank"].is_number_integer() &&
+      doc["distributedInfo"]["rank"].get<int>() != rank)
+    bad(file, "/distributedInfo/rank",
+        fmt::format("the trace is rank {}'s, given as rank {} (give the files in rank order)",
+                    doc["distributedInfo"]["rank"].get<int>(), rank));
+  return events;
+}
+
+// The complete ('X') events; other phases are counted into job.unsupported.
+std::vector<Ev> complete_events(const json& events, const std::string& base, const std::string& file,
+                                ImportedJob& job) {
   std::vector<Ev> evs;
   std::map<std::string, int> other_phases;
-  for (std::size_t i = 0; i < events->size(); ++i) {
-    const auto& e = (*events)[i];
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& e = events[i];
     const auto path = fmt::format("{}/{}", base, i);
     if (!e.is_object()) bad(file, path, "an event must be an object");
     if (!e.contains("ph") || !e["ph"].is_string()) bad(file, path + "/ph", "missing or not a string");
@@ -181,8 +182,11 @@ Rank read_rank(const json& doc, const std::string& file, int rank, ImportedJob& 
   for (const auto& [ph, n] : other_phases)
     job.unsupported.push_back(fmt::format("{}: {} events of phase '{}' (only complete spans, 'X', are read)", file, n, ph));
   if (evs.empty()) bad(file, base, "no complete ('X') events");
+  return evs;
+}
 
-  // The training loop's thread: ProfilerStep's, else the one with the most time in events.
+// The training loop's thread: ProfilerStep's, else the one with the most time in events.
+std::string loop_thread(const std::vector<Ev>& evs) {
   std::string main;
   std::map<std::string, double> busy;
   for (const auto& e : evs) {
@@ -190,9 +194,15 @@ Rank read_rank(const json& doc, const std::string& file, int rank, ImportedJob& 
     busy[e.thread] += e.end - e.ts;
   }
   if (main.empty()) main = std::max_element(busy.begin(), busy.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+  return main;
+}
+
+// The loop thread's events, apart: its ProfilerSteps (in time order; the whole trace when it
+// has none) and the rest. Communication on another thread is refused.
+void loop_events(const std::vector<Ev>& evs, const std::string& main, const std::string& base,
+                 const std::string& file, ImportedJob& job, std::vector<const Ev*>& mine,
+                 std::vector<const Ev*>& steps) {
   std::map<std::string, int> other_threads;
-  int kernels = 0;
-  std::vector<const Ev*> mine, steps;
   for (const auto& e : evs) {
     if (e.thread != main) {
       if (e.comm != Comm::none)
@@ -206,7 +216,6 @@ Rank read_rank(const json& doc, const std::string& file, int rank, ImportedJob& 
     else
       mine.push_back(&e);
   }
-  (void)kernels;
   for (const auto& [t, n] : other_threads)
     job.unsupported.push_back(fmt::format("{}: {} events on thread {} (not the training loop's, {}): not imported; GPU "
                                           "kernels and other threads' work count only through the loop's own time",
@@ -223,20 +232,23 @@ Rank read_rank(const json& doc, const std::string& file, int rank, ImportedJob& 
     steps.push_back(&whole.back());
     job.notes.push_back(fmt::format("{}: no ProfilerStep spans: the whole trace is one iteration", file));
   }
+}
 
-  // Communication on the loop's thread, a c10d:: event and its backend's event merged.
+// One communication operation of the loop: a c10d:: event and its backend's event merged.
+struct CommOp {
+  Comm comm;
+  double a, b;
+  const Ev* first;
+  std::optional<std::uint64_t> bytes;
+  std::optional<int> peer;
+};
+
+std::vector<CommOp> comm_ops(const std::vector<const Ev*>& mine) {
   std::vector<const Ev*> comm;
   for (const auto* e : mine)
     if (e->comm != Comm::none) comm.push_back(e);
   std::sort(comm.begin(), comm.end(), [](const Ev* a, const Ev* b) { return a->ts < b->ts; });
-  struct Op2 {
-    Comm comm;
-    double a, b;
-    const Ev* first;
-    std::optional<std::uint64_t> bytes;
-    std::optional<int> peer;
-  };
-  std::vector<Op2> ops;
+  std::vector<CommOp> ops;
   for (const auto* e : comm) {
     if (!ops.empty() && ops.back().comm == e->comm && e->ts <= ops.back().b + 1000 &&
         (e->name.rfind("c10d::", 0) != 0 || ops.back().first->name.rfind("c10d::", 0) != 0 || e->ts < ops.back().b)) {
@@ -247,32 +259,49 @@ Rank read_rank(const json& doc, const std::string& file, int rank, ImportedJob& 
     }
     ops.push_back({e->comm, e->ts, e->end, e, bytes_of(e->args), peer_of(e->args, e->comm)});
   }
+  return ops;
+}
+
+// One step as operations; collectives wanlab programs lack are counted into `others`.
+std::vector<StepOp> step_ops(const Ev& st, const std::vector<const Ev*>& mine, const std::vector<CommOp>& ops,
+                             std::map<std::string, int>& others) {
+  std::vector<StepOp> seq;
+  double t = st.ts;
+  std::vector<const Ev*> inside;
+  for (const auto* e : mine)
+    if (e->ts >= st.ts && e->end <= st.end && e->comm == Comm::none) inside.push_back(e);
+  double carried = 0;  // unsupported collectives' time, kept as compute
+  for (const auto& o : ops) {
+    if (o.a < st.ts || o.a >= st.end) continue;
+    if (o.comm == Comm::other) {
+      ++others[o.first->name];
+      continue;  // its time stays in the compute gap around it
+    }
+    // A send blocks the loop (dist.send is synchronous) until the transport has the
+    // message: that time is the sender's own, before the message leaves.
+    const double until = o.comm == Comm::send ? o.b : o.a;
+    if (until > t) seq.push_back({Comm::none, until - t + carried, classify(inside, t, until), -1, {}, {}});
+    carried = 0;
+    StepOp c{o.comm, o.b - o.a, OpKind::forward, o.peer.value_or(-1), o.bytes, o.first->path};
+    seq.push_back(c);
+    t = std::max(t, o.b);
+  }
+  if (st.end > t) seq.push_back({Comm::none, st.end - t, classify(inside, t, st.end), -1, {}, {}});
+  return seq;
+}
+
+Rank read_rank(const json& doc, const std::string& file, int rank, ImportedJob& job) {
+  std::string base;
+  const auto& events = trace_events(doc, file, rank, base);
+  const auto evs = complete_events(events, base, file, job);
+  const auto main = loop_thread(evs);
+  std::vector<const Ev*> mine, steps;
+  loop_events(evs, main, base, file, job, mine, steps);
+  const auto ops = comm_ops(mine);
   std::map<std::string, int> others;
   Rank r;
   for (const auto* st : steps) {
-    std::vector<StepOp> seq;
-    double t = st->ts;
-    std::vector<const Ev*> inside;
-    for (const auto* e : mine)
-      if (e->ts >= st->ts && e->end <= st->end && e->comm == Comm::none) inside.push_back(e);
-    double carried = 0;  // unsupported collectives' time, kept as compute
-    for (const auto& o : ops) {
-      if (o.a < st->ts || o.a >= st->end) continue;
-      if (o.comm == Comm::other) {
-        ++others[o.first->name];
-        continue;  // its time stays in the compute gap around it
-      }
-      // A send blocks the loop (dist.send is synchronous) until the transport has the
-      // message: that time is the sender's own, before the message leaves.
-      const double until = o.comm == Comm::send ? o.b : o.a;
-      if (until > t) seq.push_back({Comm::none, until - t + carried, classify(inside, t, until), -1, {}, {}});
-      carried = 0;
-      StepOp c{o.comm, o.b - o.a, OpKind::forward, o.peer.value_or(-1), o.bytes, o.first->path};
-      seq.push_back(c);
-      t = std::max(t, o.b);
-    }
-    if (st->end > t) seq.push_back({Comm::none, st->end - t, classify(inside, t, st->end), -1, {}, {}});
-    r.steps.push_back(std::move(seq));
+    r.steps.push_back(step_ops(*st, mine, ops, others));
     r.step_us.push_back(st->end - st->ts);
   }
   for (const auto& [n, k] : others)
@@ -288,34 +317,10 @@ std::string signature(const std::vector<StepOp>& s) {
   return out;
 }
 
-}  // namespace
-
-json ImportedJob::to_json() const {
-  json p = json::array();
-  for (const auto& w : programs) p.push_back(program::to_json(w));
-  return {{"format", "wanlab programs"},
-          {"source", source},
-          {"files", files},
-          {"ranks", programs.size()},
-          {"effective_flops", effective_flops},
-          {"iterations_imported", iterations},
-          {"measured_iteration_s", {{"per_iteration", measured_iteration_s}, {"mean", measured_iteration_mean_s}}},
-          {"unsupported", unsupported},
-          {"notes", notes},
-          {"programs", std::move(p)}};
-}
-
-ImportedJob import_pytorch_documents(const std::vector<json>& docs, const std::vector<std::string>& names,
-                                     const ImportOptions& options) {
-  ImportedJob job;
-  job.files = names;
-  job.effective_flops = options.effective_flops;
-  if (docs.empty()) throw EvidenceError("import: no trace files");
-  const int n = static_cast<int>(docs.size());
-  std::vector<Rank> ranks;
-  for (int r = 0; r < n; ++r) ranks.push_back(read_rank(docs[static_cast<std::size_t>(r)], names[static_cast<std::size_t>(r)], r, job));
-
-  // Iterations: those whose operations match the first's on every rank.
+// Iterations: those whose operations match the first's on every rank; their measured times go to `job`.
+std::vector<std::size_t> matching_iterations(const std::vector<Rank>& ranks, const std::vector<std::string>& names,
+                                             ImportedJob& job) {
+  const int n = static_cast<int>(ranks.size());
   std::size_t steps = ranks[0].steps.size();
   for (const auto& r : ranks) steps = std::min(steps, r.steps.size());
   std::vector<std::size_t> keep;
@@ -339,89 +344,138 @@ ImportedJob import_pytorch_documents(const std::vector<json>& docs, const std::v
   }
   job.measured_iteration_mean_s = std::accumulate(job.measured_iteration_s.begin(), job.measured_iteration_s.end(), 0.0) /
                                   static_cast<double>(std::max<std::size_t>(1, keep.size()));
+  return keep;
+}
 
-  // Programs: compute gaps averaged over the kept iterations; sends and receives matched in
-  // order per direction (the n-th send from a to b is b's n-th receive from a).
+// Programs: compute gaps averaged over the kept iterations; sends and receives matched in
+// order per direction (the n-th send from a to b is b's n-th receive from a).
+struct ProgramBuilder {
+  const std::vector<std::string>& names;
+  const ImportOptions& options;
+  int n = 0;  // ranks
+  std::map<std::pair<int, int>, std::uint32_t> sent{}, received{};
   bool peer_guessed = false, bytes_given = false;
-  std::map<std::pair<int, int>, std::uint32_t> sent, received;
-  for (int r = 0; r < n; ++r) {
-    const auto& rk = ranks[static_cast<std::size_t>(r)];
+
+  program::WorkerProgram program(const Rank& rk, int r, const std::vector<std::size_t>& keep) {
     program::WorkerProgram w;
     w.worker = r;
     w.stage = r;
     const auto& first = rk.steps[keep.front()];
     for (std::size_t i = 0; i < first.size(); ++i) {
       const auto& o = first[i];
-      if (o.comm == Comm::none) {
-        double us = 0;
-        for (auto s : keep) us += rk.steps[s][i].us;
-        us /= static_cast<double>(keep.size());
-        Op op;
-        op.kind = o.compute;
-        op.flops = us / 1e6 * options.effective_flops;
-        w.ops.push_back(op);
+      if (o.comm != Comm::none) {
+        w.ops.push_back(message(o, r));
         continue;
       }
-      std::uint64_t bytes = 0;
-      if (o.bytes) {
-        bytes = *o.bytes;
-      } else if (options.message_bytes) {
-        bytes = *options.message_bytes;
-        bytes_given = true;
-      } else {
-        bad(names[static_cast<std::size_t>(r)], o.path,
-            "the trace does not give this message's size (no In msg nelems, no Input Dims: record with "
-            "record_shapes=True) and no message size was given (--message-bytes)");
-      }
+      double us = 0;
+      for (auto s : keep) us += rk.steps[s][i].us;
+      us /= static_cast<double>(keep.size());
       Op op;
-      op.bytes = std::max<std::uint64_t>(1, bytes);
-      if (o.comm == Comm::allreduce) {
-        op.kind = OpKind::allreduce;
-        for (int k = 0; k < n; ++k) op.ring.push_back(k);
-        w.ops.push_back(op);
-        continue;
-      }
-      int peer = o.peer;
-      if (peer < 0) {
-        if (n != 2)
-          bad(names[static_cast<std::size_t>(r)], o.path,
-              fmt::format("the trace does not name this message's peer, which only a two-rank job (not {} ranks) implies",
-                          n));
-        peer = 1 - r;
-        peer_guessed = true;
-      }
-      if (peer < 0 || peer >= n || peer == r)
-        bad(names[static_cast<std::size_t>(r)], o.path, fmt::format("peer rank {} is not another of the {} ranks", peer, n));
-      op.peer = peer;
-      if (o.comm == Comm::send) {
-        op.kind = OpKind::send;
-        op.tag = sent[{r, peer}]++;
-      } else {
-        op.kind = OpKind::recv;
-        op.tag = received[{peer, r}]++;
-      }
-      op.microbatch = static_cast<int>(op.tag);  // the n-th message of its direction
+      op.kind = o.compute;
+      op.flops = us / 1e6 * options.effective_flops;
       w.ops.push_back(op);
     }
-    job.programs.push_back(std::move(w));
+    return w;
   }
-  for (const auto& [k, count] : sent)
-    if (received[k] != count)
-      throw EvidenceError(fmt::format("{} and {}: rank {} sends {} messages an iteration to rank {}, which receives {}",
-                                      names[static_cast<std::size_t>(k.first)], names[static_cast<std::size_t>(k.second)],
-                                      k.first, count, k.second, received[k]));
-  for (const auto& [k, count] : received)
-    if (!sent.count(k))
-      throw EvidenceError(fmt::format("{}: rank {} receives {} messages an iteration from rank {}, which sends none",
-                                      names[static_cast<std::size_t>(k.second)], k.second, count, k.first));
+
+  // A communication operation of rank r: its size, its peer and its tag.
+  Op message(const StepOp& o, int r) {
+    const auto& file = names[static_cast<std::size_t>(r)];
+    std::uint64_t bytes = 0;
+    if (o.bytes) {
+      bytes = *o.bytes;
+    } else if (options.message_bytes) {
+      bytes = *options.message_bytes;
+      bytes_given = true;
+    } else {
+      bad(file, o.path,
+          "the trace does not give this message's size (no In msg nelems, no Input Dims: record with "
+          "record_shapes=True) and no message size was given (--message-bytes)");
+    }
+    Op op;
+    op.bytes = std::max<std::uint64_t>(1, bytes);
+    if (o.comm == Comm::allreduce) {
+      op.kind = OpKind::allreduce;
+      for (int k = 0; k < n; ++k) op.ring.push_back(k);
+      return op;
+    }
+    int peer = o.peer;
+    if (peer < 0) {
+      if (n != 2)
+        bad(file, o.path,
+            fmt::format("the trace does not name this message's peer, which only a two-rank job (not {} ranks) implies",
+                        n));
+      peer = 1 - r;
+      peer_guessed = true;
+    }
+    if (peer < 0 || peer >= n || peer == r)
+      bad(file, o.path, fmt::format("peer rank {} is not another of the {} ranks", peer, n));
+    op.peer = peer;
+    if (o.comm == Comm::send) {
+      op.kind = OpKind::send;
+      op.tag = sent[{r, peer}]++;
+    } else {
+      op.kind = OpKind::recv;
+      op.tag = received[{peer, r}]++;
+    }
+    op.microbatch = static_cast<int>(op.tag);  // the n-th message of its direction
+    return op;
+  }
+
+  // Every direction's sends and receives pair up, one for one.
+  void check_pairs() {
+    for (const auto& [k, count] : sent)
+      if (received[k] != count)
+        throw EvidenceError(fmt::format("{} and {}: rank {} sends {} messages an iteration to rank {}, which receives {}",
+                                        names[static_cast<std::size_t>(k.first)], names[static_cast<std::size_t>(k.second)],
+                                        k.first, count, k.second, received[k]));
+    for (const auto& [k, count] : received)
+      if (!sent.count(k))
+        throw EvidenceError(fmt::format("{}: rank {} receives {} messages an iteration from rank {}, which sends none",
+                                        names[static_cast<std::size_t>(k.second)], k.second, count, k.first));
+  }
+};
+
+}  // namespace
+
+json ImportedJob::to_json() const {
+
+  json p = json::array();
+  for (const auto& w : programs) p.push_back(program::to_json(w));
+  return {{"format", "wanlab programs"},
+          {"source", source},
+          {"files", files},
+          {"ranks", programs.size()},
+          {"effective_flops", effective_flops},
+          {"iterations_imported", iterations},
+          {"measured_iteration_s", {{"per_iteration", measured_iteration_s}, {"mean", measured_iteration_mean_s}}},
+          {"unsupported", unsupported},
+          {"notes", notes},
+          {"programs", std::move(p)}};
+}
+
+ImportedJob import_pytorch_documents(const std::vector<json>& docs, const std::vector<std::string>& names,
+                                     const ImportOptions& options) {
+  ImportedJob job;
+  job.files = names;
+  job.effective_flops = options.effective_flops;
+  if (docs.empty()) throw EvidenceError("import: no trace files");
+  const int n = static_cast<int>(docs.size());
+  std::vector<Rank> ranks;
+  for (int r = 0; r < n; ++r) ranks.push_back(read_rank(docs[static_cast<std::size_t>(r)], names[static_cast<std::size_t>(r)], r, job));
+  const auto keep = matching_iterations(ranks, names, job);
+
+  ProgramBuilder programs{.names = names, .options = options, .n = n};
+  for (int r = 0; r < n; ++r) job.programs.push_back(programs.program(ranks[static_cast<std::size_t>(r)], r, keep));
+  programs.check_pairs();
   // Message sizes: a send's and its receive's must agree; the receive's size is the sender's.
   for (auto& w : job.programs)
     for (auto& op : w.ops)
       if (op.kind == OpKind::recv)
         for (const auto& o : job.programs[static_cast<std::size_t>(op.peer)].ops)
           if (o.kind == OpKind::send && o.peer == w.worker && o.tag == op.tag) op.bytes = o.bytes;
-  if (peer_guessed) job.notes.push_back("peers: the traces do not name them; in a two-rank job each message is the other rank's");
-  if (bytes_given)
+  if (programs.peer_guessed) job.notes.push_back("peers: the traces do not name them; in a two-rank job each message is the other rank's");
+  if (programs.bytes_given)
     job.notes.push_back(fmt::format("message sizes: the traces do not give them; {} bytes each, as given",
                                     *options.message_bytes));
   job.notes.push_back(fmt::format("compute: the time between communication operations, as FLOPs at {:.4g} FLOP/s",
