@@ -532,3 +532,29 @@ TEST_CASE("bench: the model sensitivity table, and a verdict that flips under a 
   CHECK(sensitivity_markdown(bench).empty());
   CHECK_THAT(markdown(bench), !Contains("Model sensitivity"));
 }
+
+TEST_CASE("bench.md: the rails table, and rails entries that are not what they should be", "[unit][bench][rails]") {
+  const json bill = {{"packet", {{"power_w", 12500.0}, {"cost_usd", 400000.0}}},
+                     {"ocs", {{"power_w", 500.0}, {"cost_usd", 100000.0}}},
+                     {"power_ratio", 25.0},
+                     {"cost_ratio", 4.0}};
+  const json rails = json::array({{{"dc", "a"},
+                                   {"fabric", "rails (ocs, 8 x 400Gbit, 10us)"},
+                                   {"policy", "phase"},
+                                   {"reconfigurations_per_iteration", 82.5},
+                                   {"reconfiguring_fraction", 0.0123},
+                                   {"held_transfers", 7},
+                                   {"bill", bill}}});
+  json variants = json::array({{{"name", "fair-k1"}, {"summary", {{"rails", rails}}}},
+                               {{"name", "atlas-k1"}, {"summary", json::object()}}});
+  auto md = markdown({{"scenario", "s"}, {"baseline", "fair-k1"}, {"variants", variants}});
+  CHECK_THAT(md, Contains("| fair-k1 | a | rails (ocs, 8 x 400Gbit, 10us) | phase | 82.5 | 1.23 | 7 | 12.5 / 0.5 | "
+                          "25.0x | 400 / 100 | 4.0x |"));
+  CHECK_THAT(md, !Contains("| atlas-k1 | a |"));
+  // No variant on rails: no table.
+  CHECK_THAT(markdown({{"scenario", "s"}, {"variants", json::array({variants[1]})}}), !Contains("Rails ("));
+  // A hand-edited bench.json: entries that are not objects are left out, missing figures are 0.
+  variants[0]["summary"]["rails"] = json::array({42, {{"dc", "b"}, {"bill", "none"}}});
+  md = markdown({{"scenario", "s"}, {"variants", variants}});
+  CHECK_THAT(md, Contains("| fair-k1 | b | ? | ? | 0.0 | 0.00 | 0 | 0.0 / 0.0 | 0.0x | 0 / 0 | 0.0x |"));
+}

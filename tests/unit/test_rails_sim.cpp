@@ -3,9 +3,16 @@
 // costs its latency on the simulated clock, and bad rail policies get one error each.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
+#include "process.hpp"
 #include "test_workload_fixtures.hpp"
+#include "wanlab/core/fabric_cost.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/sim/simulator.hpp"
 #include "wanlab/workload/plan.hpp"
@@ -180,4 +187,86 @@ TEST_CASE("rails: the scenario's rails field parses and refuses bad policies", "
   ds = errors({{"phases", {"tp"}}});
   REQUIRE(ds.size() == 1);
   CHECK(ds[0].path == "/rails/phases/0");
+}
+
+TEST_CASE("rails: summary.json's rails: reconfigurations, switching time and the bill", "[rails][sim]") {
+  auto s = pp_dp();
+  s.rails = workload::RailsSpec{"phase", {}};
+  const auto topo = rails_lab(4, ocs("1ms"));
+  const auto plan = workload::build_plan(s, topo);
+  const auto r = sim::simulate(plan);
+  REQUIRE(r.rails.size() == 1);
+  const auto& st = r.rails[0];
+  REQUIRE(st.reconfigurations > 0);
+  const auto j = sim::rails_json(topo, plan, r);
+  REQUIRE(j.is_array());
+  REQUIRE(j.size() == 1);
+  const auto& d = j[0];
+  CHECK(d["dc"] == "a");
+  CHECK(d["fabric"] == core::to_string(topo.dcs[0].fabric));
+  CHECK(d["policy"] == "phase");
+  CHECK(d["circuits"] == true);
+  CHECK(d["reconfigurations"] == st.reconfigurations);
+  CHECK(d["reconfigurations_per_iteration"].get<double>() == Approx(st.reconfigurations / 2.0));  // 2 iterations
+  CHECK(d["reconfiguring_s"].get<double>() == Approx(static_cast<double>(st.reconfiguring_ns) / 1e9));
+  CHECK(d["reconfiguring_s"].get<double>() >= st.reconfigurations * 1e-3 * (1 - 1e-9));  // 1 ms a switch at least
+  CHECK(d["reconfiguring_fraction"].get<double>() ==
+        Approx(d["reconfiguring_s"].get<double>() / (static_cast<double>(r.end_ns()) / 1e9)));
+  CHECK(d["held_transfers"] == st.held);
+  const auto bill = core::rails_bill(topo.dcs[0]);
+  CHECK(d["bill"]["endpoints"] == 8);  // 4 nodes x 2 GPUs
+  CHECK(d["bill"]["packet"]["power_w"].get<double>() == Approx(bill.packet.power_w));
+  CHECK(d["bill"]["ocs"]["cost_usd"].get<double>() == Approx(bill.ocs.cost_usd));
+  CHECK(d["bill"]["power_ratio"].get<double>() == Approx(bill.power_ratio()));
+  CHECK(bill.power_ratio() > 0);  // (at 10 Gbit/s ports the OCS saves no power: mirrors do not scale down)
+
+  // No rails: nothing (summary.json keeps no "rails").
+  const auto lan = rails_lab(4, nullptr, "20Gbit");
+  const auto lan_plan = workload::build_plan(pp_dp(), lan);
+  CHECK(sim::rails_json(lan, lan_plan, sim::simulate(lan_plan)).is_null());
+}
+
+TEST_CASE("rails: simulate --rails-policy and --rails-latency, into summary.json and bench.md", "[rails][cli]") {
+  const std::string scenario = std::string(WANLAB_SOURCE_DIR) + "/bench/scenarios/rails/rails-13b.json";
+  const auto out = std::filesystem::temp_directory_path() / ("wanlab-test-rails-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(out);
+  const std::string base = test::wanlab() + " simulate " + scenario +
+                           " --policies fair --connections 1 --no-placement-baseline --no-sensitivity --quiet";
+  // One error each, naming the flag.
+  auto r = test::run(base + " --rails-policy mirrors --out " + (out / "bad").string());
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Contains("--rails-policy: 'mirrors' is not a rail policy: "));
+  r = test::run(base + " --rails-latency=-1ms --out " + (out / "bad").string());
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Contains("--rails-latency: '-1ms' is negative"));
+  r = test::run(base + " --rails-latency 2s --out " + (out / "bad").string());
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Contains("--rails-latency: 2s is longer than 1s"));
+  r = test::run(test::wanlab() + " simulate " + WANLAB_SOURCE_DIR + "/bench/scenarios/two-dc-1b.json --rails-policy phase --out " +
+                (out / "bad").string());
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Contains("--rails-policy: topology two-dc") && Contains("has no DC with OCS rails"));
+  CHECK_FALSE(std::filesystem::exists(out / "bad"));
+
+  // phase at 10 us against packet rails: the first switches circuits, the second never.
+  const auto summary_rails = [&](const std::string& flags, const std::string& name) {
+    const auto folder = out / name;
+    const auto run = test::run(base + " " + flags + " --out " + folder.string());
+    INFO(run.out);
+    REQUIRE(run.code == 0);
+    std::ifstream md(folder / "bench.md");
+    const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+    CHECK_THAT(text, Contains("| power packet / OCS (kW) |"));
+    return json::parse(std::ifstream(folder / "fair-k1" / "summary.json")).at("rails").at(0);
+  };
+  const auto phase = summary_rails("--rails-policy phase --rails-latency 10us", "phase");
+  const auto packet = summary_rails("--rails-policy packet", "packet");
+  CHECK(phase["policy"] == "phase");
+  CHECK(phase["reconfigurations"].get<int>() > 0);
+  CHECK(phase["reconfiguring_s"].get<double>() ==
+        Approx(phase["reconfigurations"].get<double>() * 10e-6).epsilon(1e-6));
+  CHECK(packet["policy"] == "packet");
+  CHECK(packet["reconfigurations"] == 0);
+  CHECK(packet["bill"]["power_ratio"] == phase["bill"]["power_ratio"]);
+  std::filesystem::remove_all(out);
 }

@@ -57,8 +57,18 @@ struct SimulateArgs {
   SimFlags sim;
   int repeat = 1;  // rounds, as bench's --repeat
   bool quiet = false;
+  std::optional<std::string> rails_policy;   // the scenario's "rails" policy, replaced
+  std::optional<std::string> rails_latency;  // every OCS DC's reconfiguration latency, replaced
 };
 int cmd_simulate(const SimulateArgs& a);
+
+/// --rails-policy and --rails-latency: the scenario's rail policy (its phases kept for
+/// phase, dropped for another policy) and every OCS rails DC's reconfiguration latency.
+/// Throws std::invalid_argument naming the flag and the reason (an unknown policy, a
+/// latency that is not a duration, negative or over core::kMaxReconfiguration, a topology
+/// without OCS rails).
+void apply_rails_flags(const std::optional<std::string>& policy, const std::optional<std::string>& latency,
+                       workload::Scenario& scenario, core::Topology& topo);
 
 /// Simulates the variants of `setup` (bench_runner.hpp) into setup.out (created; one folder
 /// per variant, bench.json and bench.md), setup.rounds times each (run r of a variant in

@@ -57,6 +57,34 @@ void degraded_section(const json& degraded, std::string& md) {
   }
 }
 
+// The rails of the variants' DCs (summary.json "rails", simulated runs): what switching
+// circuits cost the run, and the rails' network power and cost as OCS against packet switches.
+void rails_section(const json& bench, std::string& md) {
+  md += "\nRails (DCs with a rails fabric; power and cost of the rail network beyond the GPUs' NICs, docs/rails.md):\n\n";
+  md += "| variant | DC | fabric | policy | reconfigurations per iteration | time switching (% of run) | transfers held | "
+        "power packet / OCS (kW) | power ratio | cost packet / OCS (k$) | cost ratio |\n";
+  md += "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const auto& v : bench.value("variants", json::array())) {
+    const auto rails = at_pointer(v.value("summary", json::object()), "/rails");
+    if (!rails.is_array()) continue;
+    for (const auto& r : rails) {
+      if (!r.is_object()) continue;
+      const auto object = [](const json& j, const char* key) {
+        return j.contains(key) && j.at(key).is_object() ? j.at(key) : json::object();
+      };
+      const json b = object(r, "bill"), packet = object(b, "packet"), ocs = object(b, "ocs");
+      md += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.2f} | {} | {:.1f} / {:.1f} | {:.1f}x | {:.0f} / {:.0f} | {:.1f}x |\n",
+                        v.value("name", std::string{"?"}), r.value("dc", std::string{"?"}),
+                        r.value("fabric", std::string{"?"}), r.value("policy", std::string{"?"}),
+                        r.value("reconfigurations_per_iteration", 0.0), 100 * r.value("reconfiguring_fraction", 0.0),
+                        r.value("held_transfers", 0), packet.value("power_w", 0.0) / 1e3,
+                        ocs.value("power_w", 0.0) / 1e3, b.value("power_ratio", 0.0),
+                        packet.value("cost_usd", 0.0) / 1e3, ocs.value("cost_usd", 0.0) / 1e3,
+                        b.value("cost_ratio", 0.0));
+    }
+  }
+}
+
 // Repeated runs: statistics over the rounds, and the speedups paired by round.
 void repeat_section(const json& bench, int repeats, std::string& md) {
   md += fmt::format(
@@ -147,6 +175,10 @@ std::string markdown(const json& bench) {
   for (const auto& v : bench.value("variants", json::array()))
     prefill |= v.contains("summary") && v.at("summary").contains("prefill");
   if (prefill) prefill_section(bench, repeats, md);
+  bool rails = false;
+  for (const auto& v : bench.value("variants", json::array()))
+    rails |= at_pointer(v.value("summary", json::object()), "/rails").is_array();
+  if (rails) rails_section(bench, md);
   const auto skipped = bench.value("skipped", json::array());
   if (!skipped.empty()) {
     md += "\nNot run:\n\n";

@@ -245,6 +245,12 @@ std::unique_ptr<Subcommand> add_simulate(CLI::App& app) {
                         "per-run figures and their spread (the simulator is deterministic: the rounds agree)")
         ->check(CLI::Range(1, 100));
     sim_cmd->add_flag("--quiet", simulate.quiet, "Fewer lines");
+    sim_cmd->add_option("--rails-policy", simulate.rails_policy,
+                        "Rail policy of the DCs with OCS rails, in place of the scenario's \"rails\" (packet, static "
+                        "or phase; docs/rails.md)");
+    sim_cmd->add_option("--rails-latency", simulate.rails_latency,
+                        "OCS reconfiguration latency of every DC with OCS rails, in place of the topology's (e.g. 10us, "
+                        "25ms; at most 1s)");
     sim_cmd->footer(
         "What is modeled (docs/simulator.md): compute from the scenario's FLOP model; each WAN message\n"
         "as one flow of `connections` TCP connections over its directed link, max-min fair, each connection below\n"

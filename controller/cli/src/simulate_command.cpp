@@ -3,6 +3,7 @@
 
 #include "evidence_commands.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -10,6 +11,7 @@
 
 #include "bench_plots.hpp"
 #include "bench_runner.hpp"
+#include "wanlab/arbiter/rail_policy.hpp"
 #include "wanlab/common/version.hpp"
 #include "run_support.hpp"
 #include "wanlab/core/diagnostics.hpp"
@@ -262,6 +264,7 @@ class SimExecutor final : public BenchExecutor {
     const auto timeline = timeline_mode(flags_, plan.workers.size());
     all_full_ = all_full_ && timeline == "full";
     if (!r.tcp.empty()) summary["tcp"] = run::tcp_summary(plan, tcp_samples(r));
+    if (!r.rails.empty()) summary["rails"] = sim::rails_json(topo_, plan, r);
     summary["simulation"] = options_json(options_, scen, timeline);
     summary["simulation"]["wall_s"] = wall;
     summary["simulation"]["stats"] = {{"events", r.stats.events},
@@ -361,6 +364,38 @@ json simulate_variants(BenchSetup setup, const SimFlags& flags, int& rc) {
   return result;
 }
 
+void apply_rails_flags(const std::optional<std::string>& policy, const std::optional<std::string>& latency,
+                       workload::Scenario& scenario, core::Topology& topo) {
+  if (!policy && !latency) return;
+  const bool ocs = std::any_of(topo.dcs.begin(), topo.dcs.end(), [](const core::Dc& dc) { return dc.fabric.ocs(); });
+  const auto flag = policy ? "--rails-policy" : "--rails-latency";
+  if (!ocs)
+    throw std::invalid_argument(fmt::format("{}: topology {} ({}) has no DC with OCS rails (docs/rails.md)", flag,
+                                            topo.name, topo.source_file));
+  if (policy) {
+    const auto names = arbiter::rail_policy_names();
+    if (std::find(names.begin(), names.end(), *policy) == names.end())
+      throw std::invalid_argument(
+          fmt::format("--rails-policy: '{}' is not a rail policy: {}", *policy, fmt::join(names, ", ")));
+    workload::RailsSpec spec = scenario.rails.value_or(workload::RailsSpec{});
+    if (spec.policy != *policy) spec.phases.clear();  // only phase takes phases
+    spec.policy = *policy;
+    scenario.rails = std::move(spec);
+  }
+  if (latency) {
+    if (latency->starts_with("-"))
+      throw std::invalid_argument(fmt::format("--rails-latency: '{}' is negative", *latency));
+    const auto t = parse_duration(*latency);
+    if (!t) throw std::invalid_argument(fmt::format("--rails-latency: '{}': {}", *latency, t.error));
+    if (t.value > core::kMaxReconfiguration)
+      throw std::invalid_argument(fmt::format("--rails-latency: {} is longer than {}: no optical circuit switch takes "
+                                              "that long (MEMS: about 10 to 25 ms)",
+                                              to_string(t.value), to_string(core::kMaxReconfiguration)));
+    for (auto& dc : topo.dcs)
+      if (dc.fabric.ocs()) dc.fabric.reconfiguration = t.value;
+  }
+}
+
 int cmd_simulate(const SimulateArgs& a) {
   workload::Scenario scenario;
   core::Topology topo;
@@ -385,6 +420,7 @@ int cmd_simulate(const SimulateArgs& a) {
         throw std::invalid_argument(fmt::format("--gpus: {}", e.what()));
       }
     }
+    apply_rails_flags(a.rails_policy, a.rails_latency, scenario, topo);
     (void)workload::build_plan(scenario, topo);
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "wanlab: simulate: {}\n", e.what());

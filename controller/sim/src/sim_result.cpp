@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "wanlab/core/fabric_cost.hpp"
 #include "wanlab/sim/simulator.hpp"
 #include "wanlab/sim/windows_csv.hpp"
 #include "wanlab/workload/wan_transfer.hpp"
@@ -113,6 +114,42 @@ std::string windows_csv(const core::Topology& topo, const SimResult& result) {
   return workload::windows_csv(topo, result.windows, [&](const arbiter::WindowRecord& w) {
     return w.id < result.wire.size() ? result.wire[w.id] : workload::WireTimes{};
   });
+}
+
+nlohmann::json rails_json(const core::Topology& topo, const workload::Plan& plan, const SimResult& result) {
+  if (result.rails.empty()) return nullptr;
+  const double run_s = static_cast<double>(result.end_ns()) / 1e9;
+  const int iterations = std::max(plan.scenario.iterations, 1);
+  const auto bill_json = [](const core::FabricBill& b) {
+    return nlohmann::json{{"tiers", b.tiers},          {"switch_ports", b.switch_ports}, {"transceivers", b.transceivers},
+                          {"ocs_ports", b.ocs_ports}, {"power_w", b.power_w},           {"cost_usd", b.cost_usd}};
+  };
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : result.rails) {
+    const auto& dc = topo.dcs.at(r.dc);
+    const auto bill = core::rails_bill(dc);
+    const double switching_s = static_cast<double>(r.reconfiguring_ns) / 1e9;
+    out.push_back({{"dc", dc.name},
+                   {"fabric", core::to_string(dc.fabric)},
+                   {"policy", r.policy},
+                   {"circuits", r.circuits},
+                   {"phases", r.phases},
+                   {"reconfigurations", r.reconfigurations},
+                   {"reconfigurations_per_iteration", static_cast<double>(r.reconfigurations) / iterations},
+                   {"reconfiguring_s", switching_s},
+                   {"reconfiguring_fraction", run_s > 0 ? switching_s / run_s : 0.0},
+                   {"held_transfers", r.held},
+                   {"bill",
+                    {{"endpoints", bill.packet.endpoints},
+                     {"packet", bill_json(bill.packet)},
+                     {"ocs", bill_json(bill.ocs)},
+                     {"nic", {{"transceivers", bill.nic_transceivers},
+                              {"power_w", bill.nic_power_w},
+                              {"cost_usd", bill.nic_cost_usd}}},
+                     {"power_ratio", bill.power_ratio()},
+                     {"cost_ratio", bill.cost_ratio()}}}});
+  }
+  return out;
 }
 
 }  // namespace wanlab::sim

@@ -52,6 +52,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "wanlab/arbiter/arbiter.hpp"
 #include "wanlab/common/program.hpp"
 #include "wanlab/workload/metrics.hpp"
@@ -284,5 +286,12 @@ struct PlanSubset {
 PlanSubset subset(const workload::Plan& plan, const std::vector<program::WorkerReport>& reports,
                   const std::vector<int>& keep);
 PlanSubset subset(const workload::Plan& plan, const SimResult& result, const std::vector<int>& keep);
+
+/// summary.json's "rails" (null without rails DCs): per DC with rails, its fabric, policy,
+/// phases, reconfigurations (in all and per iteration), the time its rails were switching
+/// (seconds, and as a share of the run), the transfers that waited for their circuits, and
+/// core::rails_bill's power and cost of its rails as packet switches and as OCS (and their
+/// ratios) beside the NICs' own.
+nlohmann::json rails_json(const core::Topology& topo, const workload::Plan& plan, const SimResult& result);
 
 }  // namespace wanlab::sim
