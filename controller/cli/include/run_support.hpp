@@ -11,12 +11,19 @@
 #include "bench_report.hpp"
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/core/topology.hpp"
+#include "wanlab/run/results.hpp"
 #include "wanlab/workload/scenario.hpp"
 
 namespace wanlab::cli {
 
 /// Local time as YYYYMMDD-HHMMSS, for default result folders.
 std::string timestamp();
+
+/// The summary metadata of a variant run by an executor without a lab (`simulate`, `ns3`):
+/// `run_id`, the topology's name for the lab, `backend`, now, the scenario's scale and the
+/// WAN link rates it scales.
+run::RunMeta executor_meta(const std::string& run_id, const std::string& backend, const core::Topology& topo,
+                           const workload::Scenario& scen, const std::string& scenario_file);
 
 // Above this share of the machine's CPU time taken by the hypervisor during a run (summary
 // `host_cpu.steal_fraction`), `run` and `bench` say that its timings are the host's as much

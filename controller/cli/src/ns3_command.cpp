@@ -79,15 +79,7 @@ class Ns3Executor final : public BenchExecutor {
       samples.push_back({static_cast<double>(end_ns) / 1e9, r.wan[l].src, r.wan[l].dst,
                          static_cast<std::uint64_t>(std::llround(r.wan[l].wire_bytes)),
                          static_cast<std::uint64_t>(std::llround(r.wan[l].payload_bytes)), res.queues[l].drops, 0});
-    run::RunMeta meta;
-    meta.run_id = "ns3-" + v.name;
-    meta.lab = topo_.name;
-    meta.backend = "ns3";
-    meta.started_at = timestamp();
-    meta.scale = scen.scale;
-    meta.scenario_file = scenario_file_;
-    for (const auto& l : topo_.links)
-      meta.rate_bps.push_back(static_cast<std::uint64_t>(std::llround(static_cast<double>(l.params.rate.bps) * scen.scale)));
+    const auto meta = executor_meta("ns3-" + v.name, "ns3", topo_, scen, scenario_file_);
     auto summary = run::make_summary(plan, topo_, r.by_worker(), samples, meta);
     json queues = json::array();
     for (std::size_t l = 0; l < res.queues.size(); ++l) {

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <cmath>
 #include <ctime>
 #include <fstream>
 #include <thread>
@@ -50,6 +51,20 @@ std::string timestamp() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
   return buf;
+}
+
+run::RunMeta executor_meta(const std::string& run_id, const std::string& backend, const core::Topology& topo,
+                           const workload::Scenario& scen, const std::string& scenario_file) {
+  run::RunMeta meta;
+  meta.run_id = run_id;
+  meta.lab = topo.name;
+  meta.backend = backend;
+  meta.started_at = timestamp();
+  meta.scale = scen.scale;
+  meta.scenario_file = scenario_file;
+  for (const auto& l : topo.links)
+    meta.rate_bps.push_back(static_cast<std::uint64_t>(std::llround(static_cast<double>(l.params.rate.bps) * scen.scale)));
+  return meta;
 }
 
 int acquire_lab(const workload::Scenario& scenario, const core::Topology& topo, const std::string& backend,

@@ -250,15 +250,7 @@ class SimExecutor final : public BenchExecutor {
     for (const auto& l : r.wan)
       samples.push_back({static_cast<double>(end_ns) / 1e9, l.src, l.dst, static_cast<std::uint64_t>(std::llround(l.wire_bytes)),
                          static_cast<std::uint64_t>(std::llround(l.payload_bytes)), 0, 0});
-    run::RunMeta meta;
-    meta.run_id = "sim-" + v.name;
-    meta.lab = topo_.name;
-    meta.backend = "simulate";
-    meta.started_at = timestamp();
-    meta.scale = scen.scale;
-    meta.scenario_file = scenario_file_;
-    for (const auto& l : topo_.links)
-      meta.rate_bps.push_back(static_cast<std::uint64_t>(std::llround(static_cast<double>(l.params.rate.bps) * scen.scale)));
+    const auto meta = executor_meta("sim-" + v.name, "simulate", topo_, scen, scenario_file_);
     auto summary = run::make_summary(plan, topo_, reports, samples, meta);
     if (prefill) summary["prefill"] = std::move(*prefill);
     const auto timeline = timeline_mode(flags_, plan.workers.size());

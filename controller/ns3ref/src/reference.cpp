@@ -682,12 +682,8 @@ class Reference {
   std::vector<workload::DeadlockError::Blocked> blocked_list() const {
     std::vector<workload::DeadlockError::Blocked> out;
     for (const auto& g : groups_) {
-      if (g.done) continue;
-      const auto& op = g.prog->ops.at(g.pc);
-      std::string waiting = op.kind == OpKind::recv
-                                ? fmt::format("recv {} bytes tag {} from worker {}", op.bytes, op.tag, op.peer)
-                                : fmt::format("{} (ns-3 reference)", program::to_string(op.kind));
-      out.push_back({g.worker, g.iteration, g.pc, std::move(waiting)});
+      if (!g.done)
+        out.push_back(workload::DeadlockError::at(g.worker, g.iteration, g.pc, g.prog->ops.at(g.pc), "ns-3 reference"));
     }
     return out;
   }

@@ -251,6 +251,14 @@ class Executor {
 
 }  // namespace
 
+DeadlockError::Blocked DeadlockError::at(int worker, int iteration, std::size_t pc, const program::Op& op,
+                                         std::string_view executor) {
+  std::string waiting = op.kind == OpKind::recv
+                            ? fmt::format("recv {} bytes tag {} from worker {}", op.bytes, op.tag, op.peer)
+                            : fmt::format("{} ({})", program::to_string(op.kind), executor);
+  return {worker, iteration, pc, std::move(waiting)};
+}
+
 DeadlockError::DeadlockError(std::vector<Blocked> blocked)
     : std::runtime_error(describe_all(blocked)), blocked_(std::move(blocked)) {}
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wanlab/common/program.hpp"
@@ -29,6 +30,9 @@ class DeadlockError : public std::runtime_error {
     std::size_t op = 0;   // index in the worker's program
     std::string waiting;  // e.g. "recv 1024 bytes tag 3 from worker 2"
   };
+  /// A worker stuck at op `pc` of its program: a receive names what it waits for, any
+  /// other op its kind and the executor that ran it ("simulated", "ns-3 reference").
+  static Blocked at(int worker, int iteration, std::size_t pc, const program::Op& op, std::string_view executor);
   explicit DeadlockError(std::vector<Blocked> blocked);
   const std::vector<Blocked>& blocked() const { return blocked_; }
 
