@@ -1,4 +1,4 @@
-// up and down: the life cycle of a lab and its controller daemon (its main loop: daemon.cpp).
+// up and down: the life cycle of a lab and its controller daemon (its main loop: controller/daemon/).
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <signal.h>
@@ -8,16 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
-#include <functional>
 #include <optional>
-#include <sstream>
 #include <fmt/format.h>
-#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 #include <thread>
 #include <variant>
