@@ -280,7 +280,7 @@ struct ChakraImporter {
   const std::vector<std::string>& names;
   const ImportOptions& options;
   int n = 0;  // ranks
-  std::map<std::pair<int, int>, std::uint32_t> sent{}, received{};
+  MessageCounts sent{}, received{};
   std::map<std::pair<int, int>, std::vector<std::pair<std::string, std::uint64_t>>> sizes{};  // (from, to): send sizes
   bool flops_from_ops = false;
 
@@ -397,15 +397,7 @@ struct ChakraImporter {
 
   // Every direction's sends and receives pair up; each receive gets its send's size.
   void pair_messages(ImportedJob& job) {
-    for (const auto& [k, count] : sent)
-      if (received[k] != count)
-        throw EvidenceError(fmt::format("{} and {}: rank {} sends {} messages to rank {}, which receives {}",
-                                        names[static_cast<std::size_t>(k.first)], names[static_cast<std::size_t>(k.second)],
-                                        k.first, count, k.second, received[k]));
-    for (const auto& [k, count] : received)
-      if (!sent.count(k))
-        throw EvidenceError(fmt::format("{}: rank {} receives {} messages from rank {}, which sends none",
-                                        names[static_cast<std::size_t>(k.second)], k.second, count, k.first));
+    check_message_pairs(sent, received, names, "");
     for (auto& w : job.programs)
       for (auto& op : w.ops)
         if (op.kind == OpKind::recv) op.bytes = sizes[{op.peer, w.worker}].at(op.tag).second;

@@ -353,7 +353,7 @@ struct ProgramBuilder {
   const std::vector<std::string>& names;
   const ImportOptions& options;
   int n = 0;  // ranks
-  std::map<std::pair<int, int>, std::uint32_t> sent{}, received{};
+  MessageCounts sent{}, received{};
   bool peer_guessed = false, bytes_given = false;
 
   program::WorkerProgram program(const Rank& rk, int r, const std::vector<std::size_t>& keep) {
@@ -422,21 +422,26 @@ struct ProgramBuilder {
     return op;
   }
 
-  // Every direction's sends and receives pair up, one for one.
-  void check_pairs() {
-    for (const auto& [k, count] : sent)
-      if (received[k] != count)
-        throw EvidenceError(fmt::format("{} and {}: rank {} sends {} messages an iteration to rank {}, which receives {}",
-                                        names[static_cast<std::size_t>(k.first)], names[static_cast<std::size_t>(k.second)],
-                                        k.first, count, k.second, received[k]));
-    for (const auto& [k, count] : received)
-      if (!sent.count(k))
-        throw EvidenceError(fmt::format("{}: rank {} receives {} messages an iteration from rank {}, which sends none",
-                                        names[static_cast<std::size_t>(k.second)], k.second, count, k.first));
-  }
+  void check_pairs() const { check_message_pairs(sent, received, names, " an iteration"); }
 };
 
 }  // namespace
+
+void check_message_pairs(const MessageCounts& sent, const MessageCounts& received,
+                         const std::vector<std::string>& names, std::string_view per) {
+  const auto name = [&](int rank) -> const std::string& { return names[static_cast<std::size_t>(rank)]; };
+  for (const auto& [k, count] : sent) {
+    const auto it = received.find(k);
+    const std::uint32_t got = it == received.end() ? 0 : it->second;
+    if (got != count)
+      throw EvidenceError(fmt::format("{} and {}: rank {} sends {} messages{} to rank {}, which receives {}",
+                                      name(k.first), name(k.second), k.first, count, per, k.second, got));
+  }
+  for (const auto& [k, count] : received)
+    if (!sent.count(k))
+      throw EvidenceError(fmt::format("{}: rank {} receives {} messages{} from rank {}, which sends none",
+                                      name(k.second), k.second, count, per, k.first));
+}
 
 json ImportedJob::to_json() const {
 

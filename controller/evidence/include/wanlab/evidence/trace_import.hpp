@@ -22,8 +22,11 @@
 // that are not complete spans.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -70,5 +73,14 @@ ImportedJob import_pytorch_documents(const std::vector<nlohmann::json>& docs, co
 /// EvidenceError when a DC is unknown or too small.
 workload::Plan replay_plan(const ImportedJob& job, const core::Topology& topo, const std::vector<std::string>& placement,
                           double effective_flops, int iterations, int warmup);
+
+/// Messages per direction (sending rank, receiving rank), as an importer counts them.
+using MessageCounts = std::map<std::pair<int, int>, std::uint32_t>;
+
+/// Throws EvidenceError unless every direction's sends and receives pair up one for one,
+/// naming the ranks' files (`names`); `per` says how the counts were taken (e.g. " an
+/// iteration", or empty).
+void check_message_pairs(const MessageCounts& sent, const MessageCounts& received,
+                         const std::vector<std::string>& names, std::string_view per);
 
 }  // namespace wanlab::evidence
