@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <barrier>
 #include <charconv>
 #include <cstdint>
 #include <exception>
@@ -14,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -163,6 +165,7 @@ struct Args {
   std::string shape;
   int repeat = 20;
   int warmup = 2;
+  int workers = 1;
   std::optional<double> peak;
   bool json = false;
 };
@@ -191,16 +194,59 @@ int list(const Args& args, const std::vector<GpuInfo>& gpus) {
   return 0;
 }
 
+// One worker's timed runs, per pass (the order of `passes`), after its warm-up.
+std::vector<std::vector<std::int64_t>> time_passes(wanlab::gpu::GpuCompute& gpu, const Args& args,
+                                                   const program::StageShape& shape,
+                                                   const std::vector<PassResult>& passes, std::barrier<>* start) {
+  gpu.prepare(shape);
+  if (start != nullptr) start->arrive_and_wait();  // every worker ready: they run at once
+  std::vector<std::vector<std::int64_t>> ns(passes.size());
+  for (std::size_t p = 0; p < passes.size(); ++p) {
+    for (int i = 0; i < args.warmup; ++i) gpu.run(shape, passes[p].pass);
+    ns[p].reserve(static_cast<std::size_t>(args.repeat));
+    for (int i = 0; i < args.repeat; ++i) ns[p].push_back(gpu.run(shape, passes[p].pass).count());
+  }
+  return ns;
+}
+
 int measure(const Args& args, const program::StageShape& shape, std::vector<PassResult> results) {
   const auto gpu = wanlab::gpu::GpuCompute::open(args.device);
-  gpu->prepare(shape);
-  for (int i = 0; i < args.warmup; ++i) {
-    for (const PassResult& r : results) gpu->run(shape, r.pass);
+  std::vector<std::vector<std::int64_t>> all;
+  if (args.workers == 1) {
+    all = time_passes(*gpu, args, shape, results, nullptr);
+  } else {
+    // --workers N: N stage workers sharing the device, as in a lab whose emulated GPUs
+    // outnumber the real ones; each has its own GpuCompute (stream, handle, buffers).
+    std::vector<std::unique_ptr<wanlab::gpu::GpuCompute>> others;
+    std::vector<wanlab::gpu::GpuCompute*> gpus{gpu.get()};
+    for (int w = 1; w < args.workers; ++w) {
+      others.push_back(wanlab::gpu::GpuCompute::open(args.device));
+      gpus.push_back(others.back().get());
+    }
+    std::barrier<> start(args.workers);
+    std::vector<std::vector<std::vector<std::int64_t>>> per(gpus.size());
+    std::vector<std::exception_ptr> errors(gpus.size());
+    std::vector<std::thread> threads;
+    for (std::size_t w = 0; w < gpus.size(); ++w) {
+      threads.emplace_back([&, w] {
+        try {
+          per[w] = time_passes(*gpus[w], args, shape, results, &start);
+        } catch (...) {
+          errors[w] = std::current_exception();
+          start.arrive_and_drop();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    all.resize(results.size());
+    for (const auto& w : per)
+      for (std::size_t p = 0; p < w.size(); ++p) all[p].insert(all[p].end(), w[p].begin(), w[p].end());
   }
-  for (PassResult& r : results) {
-    std::vector<std::int64_t> ns;
-    ns.reserve(static_cast<std::size_t>(args.repeat));
-    for (int i = 0; i < args.repeat; ++i) ns.push_back(gpu->run(shape, r.pass).count());
+  for (std::size_t p = 0; p < results.size(); ++p) {
+    PassResult& r = results[p];
+    const std::vector<std::int64_t>& ns = all[p];
     r.median_ns = median(ns);
     r.min_ns = *std::min_element(ns.begin(), ns.end());
     r.max_ns = *std::max_element(ns.begin(), ns.end());
@@ -227,6 +273,7 @@ int measure(const Args& args, const program::StageShape& shape, std::vector<Pass
     const nlohmann::json out{{"gpu", gpu_json(gpu->info())},
                              {"shape", shape_text(shape)},
                              {"repeat", args.repeat},
+                             {"workers", args.workers},
                              {"warmup", args.warmup},
                              {"peak_flops_per_s", args.peak ? nlohmann::json(*args.peak) : nlohmann::json(nullptr)},
                              {"passes", passes},
@@ -236,6 +283,7 @@ int measure(const Args& args, const program::StageShape& shape, std::vector<Pass
   }
 
   fmt::print("{}\nshape: {}\n", gpu_line(gpu->info()), shape_text(shape));
+  if (args.workers > 1) fmt::print("{} workers sharing the GPU at once; times are per worker\n", args.workers);
   fmt::print("median of {} runs per pass, after {} warm-up runs{}\n", args.repeat, args.warmup,
              args.peak ? fmt::format("; MFU against {:.0f} TFLOP/s", *args.peak / 1e12) : std::string{});
   fmt::print("{:<9} {:>6} {:>11} {:>10} {:>10} {:>10} {:>9} {:>6}\n", "pass", "GEMMs", "GFLOP/run", "median ms",
@@ -267,6 +315,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   app.add_option("--warmup", args.warmup, "Untimed runs per pass first (after one that loads the kernels)")
       ->check(CLI::Range(0, 1000000));
+  app.add_option("--workers", args.workers,
+                 "Stage workers sharing the GPU at once, each with its own stream, cuBLAS handle and buffers (as "
+                 "in a lab with more emulated GPUs than real ones); times are per worker, over all workers' runs")
+      ->check(CLI::Range(1, 256));
   app.add_option("--peak", args.peak, "Peak FLOP/s to compute MFU against, e.g. 989e12 (H100 SXM dense bf16)")
       ->check(CLI::Range(1e9, 1e18));
   app.add_flag("--json", args.json, "Machine-readable output");

@@ -134,13 +134,35 @@ bool empty(const program::Gemm& g) {
   return g.m == 0 || g.n == 0 || g.k == 0 || g.count == 0;
 }
 
+// cuBLAS runs its fastest tensor-core kernels only when every bf16 dimension is a multiple of
+// 8 (16 bytes); frameworks pad what is not (Megatron pads the vocabulary to a multiple of 128
+// per TP rank). An unaligned LM head (GPT-3 XL's 50,257 tokens over TP 4: 12,565 per rank)
+// ran at 333 TFLOP/s on an H200 where the padded one ran at 544 (bench/results/2026-11-27-gpu-check.md).
+// So each dimension is rounded up to a multiple of 8 here; the FLOPs that count (MFU's) stay
+// the model's, from the unpadded GEMMs.
+constexpr std::int64_t kDimAlign = 8;
+
+std::vector<program::Gemm> padded(std::vector<program::Gemm> gemms) {
+  const auto up = [](std::int64_t v) { return (v + kDimAlign - 1) / kDimAlign * kDimAlign; };
+  for (program::Gemm& g : gemms) {
+    g.m = up(g.m);
+    g.n = up(g.n);
+    g.k = up(g.k);
+  }
+  return gemms;
+}
+
 ShapePlan make_plan(const program::StageShape& shape) {
   ShapePlan plan;
   plan.shape = shape;
-  plan.forward = program::stage_gemms(shape, program::OpKind::forward);
-  plan.backward = program::stage_gemms(shape, program::OpKind::backward);
-  plan.forward_flops = program::gemm_flops(plan.forward);
-  plan.backward_flops = program::gemm_flops(plan.backward);
+  const auto forward = program::stage_gemms(shape, program::OpKind::forward);
+  const auto backward = program::stage_gemms(shape, program::OpKind::backward);
+  for (const auto* list : {&forward, &backward})
+    for (const program::Gemm& g : *list) check_dims(g);
+  plan.forward_flops = program::gemm_flops(forward);
+  plan.backward_flops = program::gemm_flops(backward);
+  plan.forward = padded(forward);
+  plan.backward = padded(backward);
   for (const auto* list : {&plan.forward, &plan.backward}) {
     for (const program::Gemm& g : *list) {
       check_dims(g);
