@@ -9,7 +9,9 @@
 
 #include "memory_command.hpp"
 #include "test_workload_fixtures.hpp"
+#include "wanlab/common/program.hpp"
 #include "wanlab/workload/baselines.hpp"
+#include "wanlab/workload/cost.hpp"
 #include "wanlab/workload/memory.hpp"
 
 using namespace wanlab;
@@ -60,6 +62,17 @@ TEST_CASE("memory command: the figures are the workload model's, per stage and f
     CHECK(st["available_gib"].get<double>() == Approx(80));
     most = std::max(most, st["needed_gib"].get<double>());
   }
+  // Each stage's shape and FLOPs are the cost model's (what bench/gpu_check.sh probes).
+  const auto costs = stage_costs(s.model, s.parallelism, s.micro_batch_size, stage_layers(s));
+  REQUIRE(costs.size() == j["stages"].size());
+  for (std::size_t i = 0; i < costs.size(); ++i) {
+    const auto& st = j["stages"][i];
+    CHECK(program::stage_shape_from_json(st["shape"]) == costs[i].shape);
+    CHECK(st["forward_flops"].get<double>() == costs[i].forward_flops);
+    CHECK(st["backward_flops"].get<double>() == costs[i].backward_flops);
+  }
+  CHECK(j["stages"][1]["shape"]["vocab"] == s.model.vocab);  // the LM head is on the last stage
+  CHECK(j["stages"][0]["shape"]["vocab"] == 0);
   CHECK(j["needed_gib"].get<double>() == Approx(most));
   CHECK(j["needed_gib"].get<double>() > 80);
   // The same model fits on four stages, or on two with recomputation (what paper_scale.py runs).

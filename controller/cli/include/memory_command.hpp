@@ -24,7 +24,9 @@ int cmd_memory(const MemoryArgs& a);
 /// One scenario's figures: {"scenario", "fits", "needed_gib" (the fullest stage's),
 /// "available_gib", "stage", "stages": [{"stage", "needed_gib", "weights_gib",
 /// "gradients_gib", "optimizer_gib", "activations_gib", "reserve_gib", "in_flight",
-/// "available_gib", "gpu", "dc", "fits"}], "schedule", "micro_batches",
+/// "available_gib", "gpu", "dc", "fits", "shape" (what one GPU of the stage computes per
+/// micro-batch, program::to_json), "forward_flops", "backward_flops" (per GPU per
+/// micro-batch)}], "schedule", "micro_batches",
 /// "micro_batch_size", "recompute"}; placed on `topo` as the scenario places it.
 nlohmann::json memory_report(const workload::Scenario& scenario, const core::Topology& topo);
 

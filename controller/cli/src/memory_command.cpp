@@ -8,6 +8,7 @@
 
 #include "wanlab/core/diagnostics.hpp"
 #include "wanlab/workload/baselines.hpp"
+#include "wanlab/workload/cost.hpp"
 #include "wanlab/workload/memory.hpp"
 #include "wanlab/workload/placement.hpp"
 
@@ -26,6 +27,9 @@ json memory_report(const workload::Scenario& scenario, const core::Topology& top
   for (const auto& w : workload::place_workers(scenario, topo))
     stage_dcs.at(static_cast<std::size_t>(w.stage)).push_back(w.dc);
   const auto fit = workload::memory_fit(scenario, topo, stage_dcs);
+  // What one GPU of each stage computes per micro-batch: the shape wanlab-gpu-probe times.
+  const auto costs = workload::stage_costs(scenario.model, scenario.parallelism, scenario.micro_batch_size,
+                                           workload::stage_layers(scenario));
   json stages = json::array();
   const workload::StageFit* worst = nullptr;
   for (const auto& f : fit) {
@@ -42,6 +46,11 @@ json memory_report(const workload::Scenario& scenario, const core::Topology& top
                       {"gpu", f.gpu},
                       {"dc", f.dc},
                       {"fits", f.fits()}});
+    if (const auto i = static_cast<std::size_t>(m.stage); i < costs.size()) {
+      stages.back()["shape"] = program::to_json(costs[i].shape);
+      stages.back()["forward_flops"] = costs[i].forward_flops;
+      stages.back()["backward_flops"] = costs[i].backward_flops;
+    }
     // The stage closest to (or furthest past) its GPUs' memory.
     const auto over = [](const workload::StageFit& x) {
       return static_cast<double>(x.memory.needed()) / static_cast<double>(std::max<std::uint64_t>(x.available, 1));
