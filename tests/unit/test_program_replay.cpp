@@ -117,7 +117,8 @@ TEST_CASE("programs: bytes scale with the scenario, compute runs at the file's F
   const auto plan = workload::build_plan(s, core::load_topology(s.topology_path));
   CHECK(plan.programs[0].ops[1].bytes == 500);
   CHECK(plan.programs[1].ops[0].bytes == 500);
-  CHECK(plan.effective_flops[0] == Approx(workload::effective_flops("H100", workload::Dtype::bf16, 0.4)));
+  // No gpu.mfu in the scenario: the GPU table's default.
+  CHECK(plan.effective_flops[0] == Approx(workload::effective_flops("H100", workload::Dtype::bf16, std::nullopt)));
   CHECK(plan.wan_bytes_per_iteration.size() == 1);
   auto with_rate = two_programs();
   with_rate["effective_flops"] = 1e12;

@@ -117,3 +117,22 @@ TEST_CASE("GPU table covers the lab's GPU kinds", "[unit][workload][cost]") {
   CHECK(peak_flops("H100", Dtype::fp32) < peak_flops("H100", Dtype::bf16));
   CHECK_THROWS_AS(gpu_spec("V100"), std::invalid_argument);
 }
+
+TEST_CASE("a scenario without gpu.mfu gets the GPU table's measured MFU where there is one",
+          "[unit][workload][cost]") {
+  // H100 and H200: the bf16 GEMM MFU fitted on an H200 (bench/results/2026-11-27-gpu-check.md).
+  for (const char* kind : {"H100", "H200"}) {
+    INFO(kind);
+    REQUIRE(gpu_spec(kind).measured_bf16_mfu.has_value());
+    CHECK(default_mfu(kind, Dtype::bf16) == 0.59);
+    CHECK(default_mfu(kind, Dtype::fp16) == 0.59);  // the same tensor cores
+    CHECK(default_mfu(kind, Dtype::fp32) == kUnmeasuredMfu);
+    CHECK_FALSE(gpu_spec(kind).measured_on.empty());
+    CHECK(effective_flops(kind, Dtype::bf16, std::nullopt) == Approx(989e12 * 0.59));
+  }
+  CHECK_FALSE(gpu_spec("A100").measured_bf16_mfu.has_value());
+  CHECK(default_mfu("A100", Dtype::bf16) == kUnmeasuredMfu);
+  CHECK(effective_flops("A100", Dtype::bf16, std::nullopt) == Approx(312e12 * 0.4));
+  // A scenario's own figure wins.
+  CHECK(effective_flops("H200", Dtype::bf16, 0.4) == Approx(989e12 * 0.4));
+}

@@ -29,7 +29,8 @@ TEST_CASE("figures of the shipped scenarios", "[.][figures]") {
     std::cout << fmt::format("\n{} ({} on {}, pp {} dp {} tp {}, {} x {} micro-batches, scale {})\n", s.name,
                              s.model.preset, topo.name, s.parallelism.pp, s.parallelism.dp, s.parallelism.tp,
                              s.micro_batches, s.micro_batch_size, s.scale);
-    std::cout << fmt::format("  effective {:.1f} TFLOP/s per GPU (mfu {})\n", flops / 1e12, s.mfu);
+    std::cout << fmt::format("  effective {:.1f} TFLOP/s per GPU (mfu {})\n", flops / 1e12,
+                             s.mfu ? fmt::format("{}", *s.mfu) : std::string("GPU table"));
     for (const auto& c : plan.stages) {
       const auto& dc = topo.dcs[plan.workers[static_cast<std::size_t>(worker_id(s.parallelism, c.stage, 0, 0))].dc];
       std::cout << fmt::format(

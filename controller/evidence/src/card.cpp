@@ -18,6 +18,7 @@
 
 #include "wanlab/common/units.hpp"
 #include "wanlab/core/round_trip.hpp"
+#include "wanlab/workload/gpu.hpp"
 #include "wanlab/common/version.hpp"
 
 namespace wanlab::evidence {
@@ -152,7 +153,13 @@ json make_card(const CardInputs& in) {
   json hw = {{"gpus", std::move(gpus)}};
   if (in.plan) {
     hw["compute"] = workload::to_string(in.plan->scenario.compute);
-    hw["mfu"] = in.plan->scenario.mfu;
+    const auto& s = in.plan->scenario;
+    if (s.mfu) {
+      hw["mfu"] = *s.mfu;
+    } else if (in.topology && !in.topology->dcs.empty()) {
+      hw["mfu"] = workload::default_mfu(in.topology->dcs.front().gpu, s.model.dtype);
+      hw["mfu_source"] = "the GPU table's default";
+    }
   }
   c["hardware"] = std::move(hw);
   if (in.topology) c["network"] = network_json(in);

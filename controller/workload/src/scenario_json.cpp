@@ -13,7 +13,7 @@ json to_json(const Scenario& s) {
   json j{{"name", s.name},
          {"topology", s.topology_path.string()},
          {"model", std::move(model)},
-         {"gpu", {{"mfu", s.mfu}}},
+         {"gpu", s.mfu ? json{{"mfu", *s.mfu}} : json::object()},
          {"parallelism", {{"pp", s.parallelism.pp}, {"dp", s.parallelism.dp}, {"tp", s.parallelism.tp}}},
          {"schedule", to_string(s.schedule)},
          {"micro_batch_size", s.micro_batch_size},

@@ -158,7 +158,9 @@ struct Scenario {
   std::string source_file;              // as given, for messages
   std::filesystem::path topology_path;  // resolved against the scenario file's folder
   ModelSpec model;
-  double mfu = 0.4;  // model FLOP utilization: effective / peak FLOP/s
+  /// Model FLOP utilization, effective / peak FLOP/s. nullopt (no gpu.mfu): the GPU table's
+  /// default for each DC's GPU kind and the model's dtype (workload/gpu.hpp: default_mfu).
+  std::optional<double> mfu;
   Parallelism parallelism;
   Schedule schedule = Schedule::one_f_one_b;
   int virtual_stages = 1;  // model chunks per GPU: > 1 only with interleaved-1f1b
