@@ -577,6 +577,14 @@ void Agent::setup_data_plane(Run& run, const Layout& l, int expected_in) {
 void Agent::add_workers(Run& run, Layout& l, const std::string& compute, int iterations) {
   Run* r = &run;
   const auto& a = r->assignment;
+  if (compute == "cuda" && options_.gpus > 0 && a.at("workers").size() > static_cast<std::size_t>(options_.gpus)) {
+    // The GPU's throughput is divided among the workers computing at once (on an H200, 8 of
+    // a 1.3B stage's forward passes at once each took 7.7x as long as one alone:
+    // agents/gpu/README.md); other nodes of a lab on this machine share these GPUs too.
+    spdlog::warn("agent {}: {} stage workers on {} GPU(s): those computing at once share a GPU, each slower by "
+                 "about their number; per-GPU stage times need a real GPU per emulated one",
+                 options_.node, a.at("workers").size(), options_.gpus);
+  }
   std::size_t wi = 0;
   for (const auto& w : a.at("workers")) {
     const double eff = w.at("effective_flops").get<double>();

@@ -345,3 +345,32 @@ TEST_CASE("a run with a prefill load: prefills fill the bubbles, never overlap t
   }
   CHECK(overlaps == 0);
 }
+
+TEST_CASE("a run right after one that failed as its first agents joined gets agents of its own", "[run]") {
+  // compute "cuda" fails at the first agent that reports no GPU, before the node's other
+  // agents have connected; those connect to a controller whose run has ended. The next run
+  // must not take them for its own (they exit, and it failed with "the agent of node ... went
+  // away").
+  const auto topo = write_topology("wlagain", 2, 2, "10ms", "1Gbit");
+  const auto scen = write_scenario("wlagain", topo, {{"pp", 2}, {"dp", 2}, {"tp", 2}}, "1f1b", 4, 1, 0.05, 2);
+  nlohmann::json doc;
+  std::ifstream(scen) >> doc;
+  doc["name"] = "wlagain-cuda";
+  doc["compute"] = "cuda";
+  const auto cuda = tmp("wlagain-cuda-scenario.json");
+  std::ofstream(cuda) << doc.dump(2);
+  run(test::wanlab() + " down wlagain");
+  REQUIRE(run(test::wanlab() + " up " + topo).code == 0);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const auto failed = run(test::wanlab() + " run " + cuda.string() + " --out " + tmp("wlagain-cuda").string() + " --quiet");
+    INFO(failed.out);
+    if (failed.code == 0) {
+      WARN("this machine has a GPU: the cuda run succeeded, so nothing failed before the next run");
+    } else {
+      CHECK(failed.out.find("has no GPU") != std::string::npos);
+    }
+    const auto next = run_scenario(scen, tmp("wlagain-modeled"));
+    CHECK(next.at("iteration_time_s").at("mean").get<double>() > 0);
+  }
+  run(test::wanlab() + " down wlagain");
+}

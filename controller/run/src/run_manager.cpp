@@ -200,6 +200,22 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
       ch->close();
       return;
     }
+    const int pid = hello.value("pid", 0);
+    if (pid > 0 && std::find(leftover.begin(), leftover.end(), pid) != leftover.end()) {
+      // An agent started for a run that ended before it connected (that run failed as its
+      // first agents joined): `bye` ends an agent started for one run; kept out of `agents`,
+      // it is not taken for the next run's, which starts its own.
+      std::weak_ptr<Impl> weak = shared_from_this();
+      std::weak_ptr<protocol::Channel> wch = ch;
+      leaving.push_back(ch);
+      ch->start([](const nlohmann::json&) {},
+                [weak, node, wch](const std::string& reason) {
+                  if (auto self = weak.lock()) self->on_close(node, wch, reason);
+                });
+      ch->send(protocol::message("bye"));
+      spdlog::info("agent of node {} (pid {}) connected after its run ended; told to exit", node, pid);
+      return;
+    }
     if (auto old = agents.find(node); old != agents.end()) old->second->close("replaced by a newer connection of the same node");
     agents[node] = ch;
     hellos[node] = hello;
