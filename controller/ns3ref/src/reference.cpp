@@ -156,9 +156,14 @@ class Reference {
       links.push_back(n);
       queues_.push_back(q);
     }
+    // The window is the sender's buffer (unACKed and unsent bytes together), and the
+    // receiver offers twice it, so the peer's window never binds: ns-3 3.37's
+    // TcpTxBuffer::NextSeg offers an empty segment when the bytes sent equal the peer's
+    // window exactly, and SendPendingData then sends it (a null TcpTxItem in
+    // TcpRateLinux::SkbSent: SIGSEGV; three-dc-7b-window fair-k1 within 0.4 s).
     NetTcp tcp;
-    tcp.rcv_buf = static_cast<std::uint32_t>(window_);
-    tcp.snd_buf = static_cast<std::uint32_t>(2 * window_);
+    tcp.snd_buf = static_cast<std::uint32_t>(window_);
+    tcp.rcv_buf = static_cast<std::uint32_t>(2 * window_);
     net_ = std::make_unique<PacketNet>(topo_.dcs.size(), links, tcp, opt_.access_rate_bps,
                                        static_cast<std::uint32_t>(std::max<std::int64_t>(1, sc_.seed % 2147483647)));
     net_->on_sent = [this](std::size_t c, std::uint64_t sent) { on_sent(c, sent); };

@@ -20,8 +20,8 @@ struct NetLink {
 };
 
 struct NetTcp {
-  std::uint32_t rcv_buf = 3u << 20;  // bytes (the run's TCP window)
-  std::uint32_t snd_buf = 6u << 20;
+  std::uint32_t snd_buf = 3u << 20;  // bytes: the run's TCP window (unACKed and unsent bytes)
+  std::uint32_t rcv_buf = 6u << 20;  // the receiver's, larger: the peer's window never binds
 };
 
 struct LinkCount {

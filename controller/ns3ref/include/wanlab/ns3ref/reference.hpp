@@ -12,8 +12,8 @@
 //     router per DC, one host per DC behind it on a 400 Gbit/s access link;
 //   - TCP as Linux runs it: CUBIC with HyStart, initial window 10, pacing (ratios 200 % /
 //     120 %), SACK, timestamps, delayed ACKs (2 segments, 40 ms), PRR recovery, minimum RTO
-//     200 ms, 1448-byte segments, receive buffer = the run's TCP window
-//     (workload::run_tcp_window), send buffer twice that; in runs with exclusive windows
+//     200 ms, 1448-byte segments, send buffer = the run's TCP window
+//     (workload::run_tcp_window), receive buffer twice that; in runs with exclusive windows
 //     each connection paced at most at its link's rate over the transfer's connections
 //     (the lab's SO_MAX_PACING_RATE);
 //   - per (sending TP group, receiving TP group) pair across DCs, tp x connections TCP
