@@ -69,8 +69,10 @@ TEST_CASE("the next message on a pair goes with the window the pair reached", "[
 TEST_CASE("many paced senders overflow the queue: CUBIC cuts, the lost bytes are sent again",
           "[unit][sim][sim-parts]") {
   testing::BurstRig rig(testing::two_dc_plan(), paced());
-  const int n = 40;
-  for (int i = 0; i < n; ++i) REQUIRE(rig.send(2e6));
+  // 200 connections at once: their second round (sent while each window was still below
+  // HyStart's 16 segments, so nothing ends slow start first) overfills the 1.5 x BDP queue.
+  const int n = 200;
+  for (int i = 0; i < n; ++i) REQUIRE(rig.send(4e5));
   rig.run();
   CHECK(rig.delivered.size() == static_cast<std::size_t>(n));
   CHECK(rig.released.size() == static_cast<std::size_t>(n));

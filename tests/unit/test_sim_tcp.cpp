@@ -35,14 +35,14 @@ TEST_CASE("slow start grows by what is ACKed only while half the window is in us
   TcpWindow w;
   w.start(kWindow, 10 * kMss, kRtt);
   w.inflight = 10 * kMss;  // all of it in flight
-  w.on_ack(5 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
+  w.on_ack(5 * kMss, kRtt, 0, kRtt, kWindow);
   CHECK(w.cwnd == 15 * kMss);
   CHECK(w.inflight == 5 * kMss);
 
   TcpWindow idle;  // an application-limited sender: a quarter of the window in flight
   idle.start(kWindow, 10 * kMss, kRtt);
   idle.inflight = 2 * kMss;
-  idle.on_ack(2 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
+  idle.on_ack(2 * kMss, kRtt, 0, kRtt, kWindow);
   CHECK(idle.cwnd == 10 * kMss);
   CHECK(idle.inflight == 0);
 
@@ -50,30 +50,59 @@ TEST_CASE("slow start grows by what is ACKed only while half the window is in us
   capped.start(kWindow, 10 * kMss, kRtt);
   capped.cwnd = kWindow - kMss;
   capped.inflight = capped.cwnd;
-  capped.on_ack(10 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
+  capped.on_ack(10 * kMss, kRtt, 0, kRtt, kWindow);
   CHECK(capped.cwnd == kWindow);
 }
 
-TEST_CASE("HyStart ends slow start when a round's first ACKs see the queue", "[unit][sim][sim-parts]") {
+TEST_CASE("HyStart ends slow start when a round's first 8 segments see more than the least RTT", "[unit][sim][sim-parts]") {
   TcpWindow w;
   w.start(kWindow, 10 * kMss, kRtt);
   w.cwnd = 32 * kMss;  // above HyStart's low window
   w.inflight = 32 * kMss;
-  // RTT 20 ms: the threshold is max(4 ms, 20 / 8 ms) = 4 ms above it. 3 ms more: on.
-  w.on_ack(kMss, kRtt + 3'000'000, 0, kRtt + 3'000'000, kRtt, kWindow);
+  // Round 1: 8 segments at the path's RTT, the least yet (20 ms: the threshold is
+  // max(4 ms, 20 / 8 ms) = 4 ms above it).
+  w.on_ack(8 * kMss, kRtt, 0, kRtt, kWindow);
   CHECK(std::isinf(w.ssthresh));
-  // Within the same round (sent before its mark), a later sample is not HyStart's.
-  w.on_ack(kMss, kRtt + 4'000'000, 1, kRtt + 10'000'001, kRtt, kWindow);
+  CHECK(w.delay_min == static_cast<double>(kRtt));
+  // Round 2: 4 segments 5 ms late, then 4 only 3 ms late: the round's least RTT is 3 ms
+  // above, slow start goes on.
+  w.inflight = w.cwnd;
+  Nanos sent = kRtt;
+  w.on_ack(4 * kMss, sent + kRtt + 5'000'000, sent, sent + kRtt + 5'000'000, kWindow);
+  w.on_ack(4 * kMss, sent + kRtt + 5'000'001, sent + 1, sent + kRtt + 3'000'001, kWindow);
   CHECK(std::isinf(w.ssthresh));
-  // The next round's first ACKs, 5 ms late: slow start ends at the window it has.
-  const Nanos sent = kRtt + 3'000'000;
-  w.on_ack(kMss, sent + kRtt + 5'000'000, sent, sent + kRtt + 5'000'000, kRtt, kWindow);
-  CHECK(w.ssthresh == w.cwnd);
+  // Later ACKs of the same round are not HyStart's sample, however late.
+  w.on_ack(kMss, sent + kRtt + 9'000'002, sent + 2, sent + kRtt + 9'000'002, kWindow);
+  CHECK(std::isinf(w.ssthresh));
+  // Round 3: its first 8 segments all 5 ms late (one ACK batch): slow start ends at the
+  // window it had before them.
+  sent = 2 * kRtt + 6'000'000;
+  w.inflight = w.cwnd;
+  const double before = w.cwnd;
+  w.on_ack(8 * kMss, sent + kRtt + 5'000'000, sent, sent + kRtt + 5'000'000, kWindow);
+  CHECK(w.ssthresh == before);
+  CHECK(w.cwnd == before);
+
+  // A connection that begins while a queue stands has that queue in its least RTT: the
+  // same 10 ms over the path's RTT in every round ends no slow start.
+  TcpWindow late;
+  late.start(kWindow, 10 * kMss, kRtt);
+  late.cwnd = 32 * kMss;
+  for (int round = 0; round < 3; ++round) {
+    const Nanos at = round * (kRtt + 10'000'000);
+    late.inflight = late.cwnd;
+    late.on_ack(8 * kMss, at + kRtt + 10'000'000, at, at + kRtt + 10'000'000, kWindow);
+  }
+  CHECK(std::isinf(late.ssthresh));
+  CHECK(late.cwnd > 32 * kMss);
 
   TcpWindow low;  // below 16 segments HyStart waits
   low.start(kWindow, 10 * kMss, kRtt);
   low.inflight = 10 * kMss;
-  low.on_ack(kMss, 2 * kRtt, 0, 2 * kRtt, kRtt, kWindow);
+  low.on_ack(4 * kMss, kRtt, 0, kRtt, kWindow);  // 14 segments
+  low.inflight = low.cwnd;
+  low.on_ack(kMss, 3 * kRtt, kRtt, 3 * kRtt, kWindow);  // 40 ms late, but at 14 segments
+  CHECK(low.cwnd == 15 * kMss);
   CHECK(std::isinf(low.ssthresh));
 }
 
@@ -103,7 +132,7 @@ TEST_CASE("congestion avoidance grows half a segment per round trip while the wi
   w.cwnd = 100 * kMss;
   w.ssthresh = 100 * kMss;
   w.inflight = 100 * kMss;
-  w.on_ack(100 * kMss, kRtt, 0, kRtt, kRtt, kWindow);  // a whole window ACKed
+  w.on_ack(100 * kMss, kRtt, 0, kRtt, kWindow);  // a whole window ACKed
   CHECK(w.cwnd == Approx(100 * kMss + kRenoFriendly * kMss));
   CHECK(kRenoFriendly == Approx(0.5294).epsilon(1e-3));
 
@@ -112,14 +141,14 @@ TEST_CASE("congestion avoidance grows half a segment per round trip while the wi
   part.cwnd = 100 * kMss;
   part.ssthresh = 100 * kMss;
   part.inflight = 50 * kMss;
-  part.on_ack(10 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
+  part.on_ack(10 * kMss, kRtt, 0, kRtt, kWindow);
   CHECK(part.cwnd == 100 * kMss);
 }
 
 TEST_CASE("the SRTT is smoothed by 1/8 and the pacing rate follows Linux", "[unit][sim][sim-parts]") {
   TcpWindow w;
   w.start(kWindow, 10 * kMss, kRtt);
-  w.on_ack(0, 0, 0, 2 * kRtt, kRtt, kWindow);
+  w.on_ack(0, 0, 0, 2 * kRtt, kWindow);
   CHECK(w.srtt == Approx(0.875 * kRtt + 0.125 * 2 * kRtt));
   w.srtt = static_cast<double>(kRtt);
   // Slow start below half the threshold: 200 %; else the ratio given.

@@ -6,9 +6,10 @@
 //   - TcpWindow (SimOptions::Bursts::paced): Linux's CUBIC sender as far as the model needs
 //     it: a congestion window that grows in slow start by what is ACKed while at least half
 //     of it is in use (the rule for an application-limited sender), until HyStart's delay
-//     test sees the queue; then by CUBIC's TCP-friendly half segment per round trip while it
-//     is full; cut to kCubicBeta of itself once per round trip on a loss; a smoothed RTT;
-//     Linux's pacing rate.
+//     test (Linux's and ns-3's: the least RTT of a round's first 8 segments against the
+//     least RTT the connection has seen) sees the queue; then by CUBIC's TCP-friendly half
+//     segment per round trip while it is full; cut to kCubicBeta of itself once per round
+//     trip on a loss; a smoothed RTT; Linux's pacing rate.
 //   - SlowStartWindow (SimOptions::slow_start with the other burst models): a window that
 //     starts at the initial window and doubles every RTT while the pair sends.
 #include <algorithm>
@@ -25,6 +26,7 @@ inline constexpr double kCubicBeta = 0.7;  // CUBIC's window after a loss, as a 
 /// 3 beta' / (2 - beta') with beta' = 1 - kCubicBeta.
 inline constexpr double kRenoFriendly = 3 * (1 - kCubicBeta) / (2 - (1 - kCubicBeta));
 inline constexpr double kHystartLowWindow = 16;  // segments: HyStart waits for this window
+inline constexpr double kHystartMinSamples = 8;  // segments: a round's RTT sample is the least of its first 8
 
 /// One connection's congestion control (bytes and ns).
 struct TcpWindow {
@@ -35,7 +37,9 @@ struct TcpWindow {
   Nanos recovery_until = kNotYet;  // losses before then are the loss event already counted
   double resent = 0;        // lost to a full queue and sent again
   Nanos round_mark = kNotYet;      // HyStart: ACKs of what was sent from here on start a new round
-  bool round_sampled = true;
+  double round_acked = 0;          // HyStart: the round's segments sampled so far (bytes)
+  double round_min = std::numeric_limits<double>::infinity();  // and their least RTT
+  double delay_min = std::numeric_limits<double>::infinity();  // the least RTT seen yet
 
   /// The first message of the pair: the initial window (at most `window`, the most a
   /// connection keeps in flight), the path's RTT as the first SRTT. Later ones: nothing.
@@ -47,10 +51,13 @@ struct TcpWindow {
   double pacing_rate(double ca_ratio) const;
   /// ACKs of `acked` bytes: sent at `sent`, back at `back` (the RTT sample is back - sent),
   /// taken in at `at`. Slow start grows the window by what was ACKed while at least half
-  /// of it was in use, until HyStart sees a round's first ACKs more than RTT / 8 (4 to
-  /// 16 ms) above `path_rtt`; congestion avoidance grows it by kRenoFriendly segments per
-  /// window ACKed while it is full. At most `window`.
-  void on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos path_rtt, double window);
+  /// of it was in use, until HyStart (from kHystartLowWindow segments on) sees the least
+  /// RTT of a round's first kHystartMinSamples segments more than delay_min / 8 (4 to
+  /// 16 ms) above delay_min, the least RTT the connection has seen (tcp_cubic.c's
+  /// hystart_update, ns-3's TcpCubic::HystartUpdate): a queue that stood when the
+  /// connection began is in delay_min and ends no slow start; congestion avoidance grows it
+  /// by kRenoFriendly segments per window ACKed while it is full. At most `window`.
+  void on_ack(double acked, Nanos at, Nanos sent, Nanos back, double window);
   /// Bytes lost to a full queue at `now`: CUBIC's cut, once per round trip (true if this
   /// loss cut the window).
   bool on_loss(Nanos now);
@@ -88,26 +95,32 @@ inline double TcpWindow::pacing_rate(double ca_ratio) const {
   return ratio * cwnd / std::max(1.0, srtt);
 }
 
-inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos path_rtt, double window) {
+inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, double window) {
   const double used = inflight;  // in flight when these were ACKed, them included
   inflight = std::max(0.0, inflight - acked);
   const double sample = static_cast<double>(back - sent);
   srtt = srtt > 0 ? 0.875 * srtt + 0.125 * sample : sample;
-  if (sent >= round_mark) {  // a new round: its first ACKs are HyStart's sample
+  delay_min = std::min(delay_min, sample);
+  if (sent >= round_mark) {  // a new round: its first segments are HyStart's sample
     round_mark = at;
-    round_sampled = false;
+    round_acked = 0;
+    round_min = std::numeric_limits<double>::infinity();
   }
   if (cwnd < ssthresh) {
-    if (2 * used >= cwnd) cwnd = std::min(window, cwnd + acked);
-    // HyStart (CUBIC's delay test): the round's first ACKs came back later than the path's
-    // RTT by more than RTT / 8 (4 to 16 ms): the queue is filling, slow start ends.
-    const double rtt = static_cast<double>(path_rtt);
-    if (!round_sampled && cwnd >= kHystartLowWindow * kMss && sample - rtt > std::clamp(rtt / 8, 4e6, 16e6))
-      ssthresh = cwnd;
+    // HyStart's delay test, on the window before these ACKs grow it (as in Linux, where
+    // the congestion control sees the ACKs before it grows the window).
+    if (cwnd >= kHystartLowWindow * kMss) {
+      if (round_acked < kHystartMinSamples * kMss) {
+        round_min = std::min(round_min, sample);
+        round_acked += acked;
+      }
+      if (round_acked >= kHystartMinSamples * kMss && round_min > delay_min + std::clamp(delay_min / 8, 4e6, 16e6))
+        ssthresh = cwnd;
+    }
+    if (cwnd < ssthresh && 2 * used >= cwnd) cwnd = std::min(window, cwnd + acked);
   } else if (used >= cwnd - kMss) {
     cwnd = std::min(window, cwnd + kRenoFriendly * kMss * acked / cwnd);
   }
-  round_sampled = true;
 }
 
 inline bool TcpWindow::on_loss(Nanos now) {
