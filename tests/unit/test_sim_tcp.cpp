@@ -35,14 +35,14 @@ TEST_CASE("slow start grows by what is ACKed only while half the window is in us
   TcpWindow w;
   w.start(kWindow, 10 * kMss, kRtt);
   w.inflight = 10 * kMss;  // all of it in flight
-  w.on_ack(5 * kMss, kRtt, 0, kRtt, kWindow);
+  w.on_ack(5 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
   CHECK(w.cwnd == 15 * kMss);
   CHECK(w.inflight == 5 * kMss);
 
   TcpWindow idle;  // an application-limited sender: a quarter of the window in flight
   idle.start(kWindow, 10 * kMss, kRtt);
   idle.inflight = 2 * kMss;
-  idle.on_ack(2 * kMss, kRtt, 0, kRtt, kWindow);
+  idle.on_ack(2 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
   CHECK(idle.cwnd == 10 * kMss);
   CHECK(idle.inflight == 0);
 
@@ -50,7 +50,7 @@ TEST_CASE("slow start grows by what is ACKed only while half the window is in us
   capped.start(kWindow, 10 * kMss, kRtt);
   capped.cwnd = kWindow - kMss;
   capped.inflight = capped.cwnd;
-  capped.on_ack(10 * kMss, kRtt, 0, kRtt, kWindow);
+  capped.on_ack(10 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
   CHECK(capped.cwnd == kWindow);
 }
 
@@ -61,25 +61,25 @@ TEST_CASE("HyStart ends slow start when a round's first 8 segments see more than
   w.inflight = 32 * kMss;
   // Round 1: 8 segments at the path's RTT, the least yet (20 ms: the threshold is
   // max(4 ms, 20 / 8 ms) = 4 ms above it).
-  w.on_ack(8 * kMss, kRtt, 0, kRtt, kWindow);
+  w.on_ack(8 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
   CHECK(std::isinf(w.ssthresh));
   CHECK(w.delay_min == static_cast<double>(kRtt));
   // Round 2: 4 segments 5 ms late, then 4 only 3 ms late: the round's least RTT is 3 ms
   // above, slow start goes on.
   w.inflight = w.cwnd;
   Nanos sent = kRtt;
-  w.on_ack(4 * kMss, sent + kRtt + 5'000'000, sent, sent + kRtt + 5'000'000, kWindow);
-  w.on_ack(4 * kMss, sent + kRtt + 5'000'001, sent + 1, sent + kRtt + 3'000'001, kWindow);
+  w.on_ack(4 * kMss, sent + kRtt + 5'000'000, sent, sent + kRtt + 5'000'000, sent + kRtt + 5'000'000, kWindow);
+  w.on_ack(4 * kMss, sent + kRtt + 5'000'001, sent + 1, sent + kRtt + 3'000'001, sent + kRtt + 3'000'001, kWindow);
   CHECK(std::isinf(w.ssthresh));
   // Later ACKs of the same round are not HyStart's sample, however late.
-  w.on_ack(kMss, sent + kRtt + 9'000'002, sent + 2, sent + kRtt + 9'000'002, kWindow);
+  w.on_ack(kMss, sent + kRtt + 9'000'002, sent + 2, sent + kRtt + 9'000'002, sent + kRtt + 9'000'002, kWindow);
   CHECK(std::isinf(w.ssthresh));
   // Round 3: its first 8 segments all 5 ms late (one ACK batch): slow start ends at the
   // window it had before them.
   sent = 2 * kRtt + 6'000'000;
   w.inflight = w.cwnd;
   const double before = w.cwnd;
-  w.on_ack(8 * kMss, sent + kRtt + 5'000'000, sent, sent + kRtt + 5'000'000, kWindow);
+  w.on_ack(8 * kMss, sent + kRtt + 5'000'000, sent, sent + kRtt + 5'000'000, sent + kRtt + 5'000'000, kWindow);
   CHECK(w.ssthresh == before);
   CHECK(w.cwnd == before);
 
@@ -91,7 +91,7 @@ TEST_CASE("HyStart ends slow start when a round's first 8 segments see more than
   for (int round = 0; round < 3; ++round) {
     const Nanos at = round * (kRtt + 10'000'000);
     late.inflight = late.cwnd;
-    late.on_ack(8 * kMss, at + kRtt + 10'000'000, at, at + kRtt + 10'000'000, kWindow);
+    late.on_ack(8 * kMss, at + kRtt + 10'000'000, at, at + kRtt + 10'000'000, at + kRtt + 10'000'000, kWindow);
   }
   CHECK(std::isinf(late.ssthresh));
   CHECK(late.cwnd > 32 * kMss);
@@ -99,11 +99,39 @@ TEST_CASE("HyStart ends slow start when a round's first 8 segments see more than
   TcpWindow low;  // below 16 segments HyStart waits
   low.start(kWindow, 10 * kMss, kRtt);
   low.inflight = 10 * kMss;
-  low.on_ack(4 * kMss, kRtt, 0, kRtt, kWindow);  // 14 segments
+  low.on_ack(4 * kMss, kRtt, 0, kRtt, kRtt, kWindow);  // 14 segments
   low.inflight = low.cwnd;
-  low.on_ack(kMss, 3 * kRtt, kRtt, 3 * kRtt, kWindow);  // 40 ms late, but at 14 segments
+  low.on_ack(kMss, 3 * kRtt, kRtt, 3 * kRtt, 3 * kRtt, kWindow);  // 40 ms late, but at 14 segments
   CHECK(low.cwnd == 15 * kMss);
   CHECK(std::isinf(low.ssthresh));
+}
+
+TEST_CASE("HyStart's ACK train ends slow start when a round's ACKs keep coming past the least RTT",
+          "[unit][sim][sim-parts]") {
+  // The round's ACK batches come back `gap` apart, each spread over the millisecond before
+  // it (as a busy link sends a piece), from t0 on, their RTT `queue` above the path's (3 ms:
+  // below the delay test's 4 ms). A round lasts until the ACKs of what was sent after its
+  // start come back: with a queue, longer than the least RTT.
+  const auto round = [](TcpWindow& w, Nanos t0, Nanos gap, int batches, Nanos queue) {
+    w.inflight = w.cwnd;
+    for (int i = 0; i < batches; ++i) {
+      const Nanos back = t0 + i * gap;
+      w.on_ack(kMss / 2, back, back - kRtt - queue, back, back - 1'000'000, kWindow);
+    }
+  };
+  TcpWindow w;
+  w.start(kWindow, 10 * kMss, kRtt);
+  w.cwnd = 64 * kMss;
+  round(w, kRtt, 1'000'000, 20, 0);  // no queue: the round ends as its train reaches 20 ms
+  CHECK(std::isinf(w.ssthresh));
+  CHECK(w.delay_min == static_cast<double>(kRtt));
+  TcpWindow longer = w;  // a 3 ms queue: the next round's ACKs run on past the least RTT
+  round(longer, 3 * kRtt, 1'000'000, 23, 3'000'000);
+  CHECK_FALSE(std::isinf(longer.ssthresh));
+  CHECK(longer.round_min < longer.delay_min + 4e6);  // not the delay test's doing
+  TcpWindow sparse = w;  // the same round with ACKs 4 ms apart (gaps beyond 2 ms): no train
+  round(sparse, 3 * kRtt, 4'000'000, 6, 3'000'000);
+  CHECK(std::isinf(sparse.ssthresh));
 }
 
 TEST_CASE("a loss cuts the window by CUBIC's beta once per round trip", "[unit][sim][sim-parts]") {
@@ -132,7 +160,7 @@ TEST_CASE("congestion avoidance grows half a segment per round trip while the wi
   w.cwnd = 100 * kMss;
   w.ssthresh = 100 * kMss;
   w.inflight = 100 * kMss;
-  w.on_ack(100 * kMss, kRtt, 0, kRtt, kWindow);  // a whole window ACKed
+  w.on_ack(100 * kMss, kRtt, 0, kRtt, kRtt, kWindow);  // a whole window ACKed
   CHECK(w.cwnd == Approx(100 * kMss + kRenoFriendly * kMss));
   CHECK(kRenoFriendly == Approx(0.5294).epsilon(1e-3));
 
@@ -141,14 +169,14 @@ TEST_CASE("congestion avoidance grows half a segment per round trip while the wi
   part.cwnd = 100 * kMss;
   part.ssthresh = 100 * kMss;
   part.inflight = 50 * kMss;
-  part.on_ack(10 * kMss, kRtt, 0, kRtt, kWindow);
+  part.on_ack(10 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
   CHECK(part.cwnd == 100 * kMss);
 }
 
 TEST_CASE("the SRTT is smoothed by 1/8 and the pacing rate follows Linux", "[unit][sim][sim-parts]") {
   TcpWindow w;
   w.start(kWindow, 10 * kMss, kRtt);
-  w.on_ack(0, 0, 0, 2 * kRtt, kWindow);
+  w.on_ack(0, 0, 0, 2 * kRtt, 2 * kRtt, kWindow);
   CHECK(w.srtt == Approx(0.875 * kRtt + 0.125 * 2 * kRtt));
   w.srtt = static_cast<double>(kRtt);
   // Slow start below half the threshold: 200 %; else the ratio given.

@@ -354,13 +354,14 @@ void PacedBursts::piece_left(std::size_t link, Nanos now) {
   // itself).
   // (Not before now: with pieces longer than the round trip, the bytes' ACKs can be back
   // before the link is done with the piece in the model; they are taken in from now.)
+  const Nanos took = p.served_at != kNotYet ? now - p.served_at : 0;  // the link sent it over this long
   add_acks(link, std::max(now, piece_boundary(dep + ctx_.wan_rtt[link] - 1)), p.at, dep + ctx_.wan_rtt[link],
-           std::move(p.parts));
+           dep - took + ctx_.wan_rtt[link], std::move(p.parts));
 }
 
-void PacedBursts::add_acks(std::size_t link, Nanos at, Nanos sent, Nanos back, Parts&& parts) {
+void PacedBursts::add_acks(std::size_t link, Nanos at, Nanos sent, Nanos back, Nanos first_back, Parts&& parts) {
   auto& L = links_[link];
-  L.acks.push_back({at, sent, back, std::move(parts)});
+  L.acks.push_back({at, sent, back, first_back, std::move(parts)});
   // (Behind others: the first one's event, if it needs one, is planned already.)
   if (!L.streaming && L.acks.size() == 1) arm_acks(link);
 }
@@ -399,7 +400,7 @@ bool PacedBursts::take_acks(std::size_t link, Nanos now) {
     L.acks.pop_front();
     for (const auto& [id, bytes] : a.parts) {
       const auto& m = ctx_.messages[id];
-      m.conn->tcp.on_ack(bytes / ctx_.weight_of(m), a.at, a.sent, a.back, ctx_.window);
+      m.conn->tcp.on_ack(bytes / ctx_.weight_of(m), a.at, a.sent, a.back, a.first_back, ctx_.window);
     }
     for (auto& id : blocked)
       if (id != kNone && room(ctx_.messages[id]) > 0) {

@@ -156,7 +156,8 @@ void PacedBursts::streamed_acks(std::size_t link, Piece& p, Nanos now) {
   const auto entered = [&](std::size_t i, Nanos t) {
     return std::min(p.parts[i].second, p.rates[i] * static_cast<double>(t - p.opened));
   };
-  double before = 0;  // the piece's bytes in before `from`
+  double before = 0;        // the piece's bytes in before `from`
+  Nanos from_left = kNotYet;  // when the slice before left (its ACKs' end: this one's start)
   for (Nanos from = p.opened; from < p.at;) {
     const Nanos to = std::min(piece_boundary(from), p.at);
     auto parts = take_parts();
@@ -174,14 +175,16 @@ void PacedBursts::streamed_acks(std::size_t link, Piece& p, Nanos now) {
       if (now > p.at) left = std::max(left, behind);
     }
     left = std::max(left, to);
+    if (from_left == kNotYet) from_left = left;
     links_[link].fluid_end = std::max(links_[link].fluid_end, left);
     if (parts.empty()) {
       give_parts(std::move(parts));
     } else {
       Nanos at = std::max(now, piece_boundary(left + rtt - 1));
       if (!links_[link].acks.empty()) at = std::max(at, links_[link].acks.back().at);
-      add_acks(link, at, to, left + rtt, std::move(parts));
+      add_acks(link, at, to, left + rtt, from_left + rtt, std::move(parts));
     }
+    from_left = left;
     from = to;
   }
   give_parts(std::move(p.parts));

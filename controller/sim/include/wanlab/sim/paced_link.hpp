@@ -56,6 +56,7 @@ class PacedBursts final : public BurstModel {
     Nanos at = 0;    // when they are taken in (on the pieces' grid)
     Nanos sent = 0;  // when their bytes entered (the piece's cut)
     Nanos back = 0;  // when they came back: the RTT sample is back - sent
+    Nanos first_back = 0;  // when the first of them came back (the link sent the piece from then)
     Parts parts;
   };
   struct Link {
@@ -128,7 +129,7 @@ class PacedBursts final : public BurstModel {
   void check_idle(std::size_t link);
   void reserve_acks(std::size_t link, double data_bps, Nanos now);
   void piece_left(std::size_t link, Nanos now);
-  void add_acks(std::size_t link, Nanos at, Nanos sent, Nanos back, Parts&& parts);
+  void add_acks(std::size_t link, Nanos at, Nanos sent, Nanos back, Nanos first_back, Parts&& parts);
   void ack_event(std::size_t link, Nanos now);
   bool acks_in(std::size_t link, Nanos now) {
     const auto& L = links_[link];

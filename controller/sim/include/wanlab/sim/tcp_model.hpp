@@ -5,9 +5,10 @@
 //
 //   - TcpWindow (SimOptions::Bursts::paced): Linux's CUBIC sender as far as the model needs
 //     it: a congestion window that grows in slow start by what is ACKed while at least half
-//     of it is in use (the rule for an application-limited sender), until HyStart's delay
-//     test (Linux's and ns-3's: the least RTT of a round's first 8 segments against the
-//     least RTT the connection has seen) sees the queue; then by CUBIC's TCP-friendly half
+//     of it is in use (the rule for an application-limited sender), until HyStart ends it
+//     as Linux and ns-3 do: by its delay test (the least RTT of a round's first 8 segments
+//     against the least RTT the connection has seen) or its ACK train (the round's ACKs
+//     keep coming for longer than that least RTT); then by CUBIC's TCP-friendly half
 //     segment per round trip while it is full; cut to kCubicBeta of itself once per round
 //     trip on a loss; a smoothed RTT; Linux's pacing rate.
 //   - SlowStartWindow (SimOptions::slow_start with the other burst models): a window that
@@ -27,6 +28,7 @@ inline constexpr double kCubicBeta = 0.7;  // CUBIC's window after a loss, as a 
 inline constexpr double kRenoFriendly = 3 * (1 - kCubicBeta) / (2 - (1 - kCubicBeta));
 inline constexpr double kHystartLowWindow = 16;  // segments: HyStart waits for this window
 inline constexpr double kHystartMinSamples = 8;  // segments: a round's RTT sample is the least of its first 8
+inline constexpr Nanos kHystartAckDelta = 2'000'000;  // HyStart's ACK train: ACKs at most this far apart
 
 /// One connection's congestion control (bytes and ns).
 struct TcpWindow {
@@ -40,6 +42,8 @@ struct TcpWindow {
   double round_acked = 0;          // HyStart: the round's segments sampled so far (bytes)
   double round_min = std::numeric_limits<double>::infinity();  // and their least RTT
   double delay_min = std::numeric_limits<double>::infinity();  // the least RTT seen yet
+  Nanos round_start = kNotYet;     // HyStart's ACK train: when the round's first ACKs came back
+  Nanos train_last = kNotYet;      // and the last ACKs of the train since (gaps of at most 2 ms)
 
   /// The first message of the pair: the initial window (at most `window`, the most a
   /// connection keeps in flight), the path's RTT as the first SRTT. Later ones: nothing.
@@ -53,11 +57,17 @@ struct TcpWindow {
   /// taken in at `at`. Slow start grows the window by what was ACKed while at least half
   /// of it was in use, until HyStart (from kHystartLowWindow segments on) sees the least
   /// RTT of a round's first kHystartMinSamples segments more than delay_min / 8 (4 to
-  /// 16 ms) above delay_min, the least RTT the connection has seen (tcp_cubic.c's
-  /// hystart_update, ns-3's TcpCubic::HystartUpdate): a queue that stood when the
-  /// connection began is in delay_min and ends no slow start; congestion avoidance grows it
+  /// 16 ms) above delay_min, the least RTT the connection has seen, or the round's ACKs
+  /// come in a train (gaps of at most kHystartAckDelta) for longer than delay_min (a paced
+  /// sender's threshold; tcp_cubic.c's hystart_update, ns-3's TcpCubic::HystartUpdate): a
+  /// queue that stood when the connection began is in delay_min and ends no slow start;
+  /// congestion avoidance grows it
   /// by kRenoFriendly segments per window ACKed while it is full. At most `window`.
-  void on_ack(double acked, Nanos at, Nanos sent, Nanos back, double window);
+  /// `first_back`: when the first of these ACKs came back (a batch's ACKs arrive from then
+  /// to `back` as the link sent its bytes), for HyStart's ACK train: ACKs that keep coming
+  /// (gaps of at most kHystartAckDelta) for longer than delay_min since the round's first
+  /// end slow start too.
+  void on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos first_back, double window);
   /// Bytes lost to a full queue at `now`: CUBIC's cut, once per round trip (true if this
   /// loss cut the window).
   bool on_loss(Nanos now);
@@ -95,7 +105,7 @@ inline double TcpWindow::pacing_rate(double ca_ratio) const {
   return ratio * cwnd / std::max(1.0, srtt);
 }
 
-inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, double window) {
+inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos first_back, double window) {
   const double used = inflight;  // in flight when these were ACKed, them included
   inflight = std::max(0.0, inflight - acked);
   const double sample = static_cast<double>(back - sent);
@@ -105,6 +115,7 @@ inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, do
     round_mark = at;
     round_acked = 0;
     round_min = std::numeric_limits<double>::infinity();
+    round_start = train_last = back;
   }
   if (cwnd < ssthresh) {
     // HyStart's delay test, on the window before these ACKs grow it (as in Linux, where
@@ -116,6 +127,13 @@ inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, do
       }
       if (round_acked >= kHystartMinSamples * kMss && round_min > delay_min + std::clamp(delay_min / 8, 4e6, 16e6))
         ssthresh = cwnd;
+      // The ACK train: the round's ACKs keep coming (gaps of at most 2 ms) for longer than
+      // delay_min (a paced sender's threshold): the window holds more than the path does
+      // at the rate the ACKs come back.
+      if (first_back - train_last <= kHystartAckDelta) {
+        train_last = back;
+        if (static_cast<double>(back - round_start) > delay_min) ssthresh = cwnd;
+      }
     }
     if (cwnd < ssthresh && 2 * used >= cwnd) cwnd = std::min(window, cwnd + acked);
   } else if (used >= cwnd - kMss) {
