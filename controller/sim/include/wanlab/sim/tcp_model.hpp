@@ -53,20 +53,17 @@ struct TcpWindow {
   /// Linux's pacing rate (bytes per ns): ratio x cwnd / SRTT, the ratio 2 in slow start
   /// below half the threshold, else `ca_ratio` (tcp_pacing_ca_ratio).
   double pacing_rate(double ca_ratio) const;
-  /// ACKs of `acked` bytes: sent at `sent`, back at `back` (the RTT sample is back - sent),
-  /// taken in at `at`. Slow start grows the window by what was ACKed while at least half
-  /// of it was in use, until HyStart (from kHystartLowWindow segments on) sees the least
-  /// RTT of a round's first kHystartMinSamples segments more than delay_min / 8 (4 to
-  /// 16 ms) above delay_min, the least RTT the connection has seen, or the round's ACKs
-  /// come in a train (gaps of at most kHystartAckDelta) for longer than delay_min (a paced
-  /// sender's threshold; tcp_cubic.c's hystart_update, ns-3's TcpCubic::HystartUpdate): a
-  /// queue that stood when the connection began is in delay_min and ends no slow start;
-  /// congestion avoidance grows it
-  /// by kRenoFriendly segments per window ACKed while it is full. At most `window`.
-  /// `first_back`: when the first of these ACKs came back (a batch's ACKs arrive from then
-  /// to `back` as the link sent its bytes), for HyStart's ACK train: ACKs that keep coming
-  /// (gaps of at most kHystartAckDelta) for longer than delay_min since the round's first
-  /// end slow start too.
+  /// ACKs of `acked` bytes: sent at `sent`, back from `first_back` (the first of them, as
+  /// the link sent the bytes) to `back` (the RTT sample is back - sent), taken in at `at`.
+  /// Slow start grows the window by what was ACKed while at least half of it was in use,
+  /// until HyStart (tcp_cubic.c's hystart_update, ns-3's TcpCubic::HystartUpdate; from
+  /// kHystartLowWindow segments on) ends it: the least RTT of a round's first
+  /// kHystartMinSamples segments is more than delay_min / 8 (4 to 16 ms) above delay_min,
+  /// the least RTT the connection has seen (a queue that stood when the connection began is
+  /// in delay_min and ends no slow start), or the round's ACKs keep coming (gaps of at most
+  /// kHystartAckDelta) for longer than delay_min (a paced sender's threshold). Congestion
+  /// avoidance grows it by kRenoFriendly segments per window ACKed while it is full. At
+  /// most `window`.
   void on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos first_back, double window);
   /// Bytes lost to a full queue at `now`: CUBIC's cut, once per round trip (true if this
   /// loss cut the window).
@@ -118,7 +115,7 @@ inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, Na
     round_start = train_last = back;
   }
   if (cwnd < ssthresh) {
-    // HyStart's delay test, on the window before these ACKs grow it (as in Linux, where
+    // HyStart's two tests, on the window before these ACKs grow it (as in Linux, where
     // the congestion control sees the ACKs before it grows the window).
     if (cwnd >= kHystartLowWindow * kMss) {
       if (round_acked < kHystartMinSamples * kMss) {
@@ -127,9 +124,8 @@ inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, Na
       }
       if (round_acked >= kHystartMinSamples * kMss && round_min > delay_min + std::clamp(delay_min / 8, 4e6, 16e6))
         ssthresh = cwnd;
-      // The ACK train: the round's ACKs keep coming (gaps of at most 2 ms) for longer than
-      // delay_min (a paced sender's threshold): the window holds more than the path does
-      // at the rate the ACKs come back.
+      // The ACK train: the window holds more than the path does at the rate the ACKs
+      // come back.
       if (first_back - train_last <= kHystartAckDelta) {
         train_last = back;
         if (static_cast<double>(back - round_start) > delay_min) ssthresh = cwnd;
