@@ -5,6 +5,7 @@
 // the test is the only one that changes the link meanwhile).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -216,7 +217,15 @@ void check_ping(const Ping& p) {
   CHECK(p.transmitted >= 140);
   CHECK(p.received == p.transmitted);
   CHECK(p.avg_ms() <= 20 + rtt_tolerance_ms(20));
-  CHECK(p.max_ms() <= 20 + 2 * rtt_tolerance_ms(20));
+  // No reply was held: one held behind the closed gate would wait at least one of B's
+  // frames at the gate's 200 kbit/s ceil (61 ms). The first half second (10 requests) is
+  // also when the two iperf3 clients start and open their connections; in the vm tier's
+  // real-time guest that has delayed a reply by 4.6 ms, so those get the looser bound.
+  double settled_max = 0;
+  for (const auto& reply : p.replies)
+    if (reply.seq > 10) settled_max = std::max(settled_max, reply.rtt_ms);
+  CHECK(settled_max <= 20 + 2 * rtt_tolerance_ms(20));
+  CHECK(p.max_ms() <= 20 + 5 * rtt_tolerance_ms(20));
 }
 
 // One set_gate is one netlink class change; flow_counters one class dump. Then gating ends:
