@@ -15,7 +15,9 @@
 #include "wanlab/workload/plan.hpp"
 #ifdef WANLAB_HAVE_NS3
 #include "wanlab/ns3ref/reference.hpp"
+#include "wanlab/sim/simulator.hpp"
 #include "wanlab/sim/windows_csv.hpp"
+#include "wanlab/workload/metrics.hpp"
 #endif
 
 namespace wanlab::cli {
@@ -112,6 +114,14 @@ class Ns3Executor final : public BenchExecutor {
     write_text_file(folder / "links.csv", run::links_csv(topo_, samples));
     if (arbiter::make_policy(scen.policy)->exclusive()) write_text_file(folder / "windows.csv", sim::windows_csv(topo_, r));
     write_text_file(folder / "scenario.json", workload::to_json(scen).dump(2) + "\n");
+    // As the simulator's (every GPU up to sim::kFullTimelineGpus, above one per stage), so
+    // the two timelines can be laid side by side, message by message.
+    if (plan.workers.size() <= sim::kFullTimelineGpus) {
+      write_text_file(folder / "timeline.json", workload::chrome_trace(plan, r.reports()).dump() + "\n");
+    } else {
+      const auto sub = sim::subset(plan, r, sim::per_stage_workers(plan));
+      write_text_file(folder / "timeline.json", workload::chrome_trace(sub.plan, sub.reports).dump() + "\n");
+    }
     const auto num = [&](const char* pointer) { return bench::number(summary, pointer).value_or(0.0); };
     std::uint64_t drops = 0;
     for (const auto& q : res.queues) drops += q.drops;

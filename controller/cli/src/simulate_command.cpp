@@ -30,17 +30,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Up to this many GPUs `--timeline auto` writes every GPU's spans; above, one GPU per stage.
-constexpr std::size_t kFullTimelineGpus = 256;
-
-// One GPU per stage (TP rank 0 of replica 0), for the timelines of large runs.
-std::vector<int> per_stage_workers(const workload::Plan& plan) {
-  std::vector<int> keep;
-  for (const auto& w : plan.workers)
-    if (w.dp_rank == 0 && w.tp_rank == 0) keep.push_back(w.worker);
-  return keep;
-}
-
 // The simulated connections as the lab's agents report theirs (summary.json `tcp`).
 std::vector<run::TcpSample> tcp_samples(const sim::SimResult& r) {
   using sim::kMss;
@@ -61,7 +50,7 @@ std::vector<run::TcpSample> tcp_samples(const sim::SimResult& r) {
 
 std::string timeline_mode(const SimFlags& flags, std::size_t gpus) {
   if (flags.timeline != "auto") return flags.timeline;
-  return gpus <= kFullTimelineGpus ? "full" : "per-stage";
+  return gpus <= sim::kFullTimelineGpus ? "full" : "per-stage";
 }
 
 json options_json(const sim::SimOptions& o, const workload::Scenario& s, const std::string& timeline) {
@@ -328,8 +317,8 @@ class SimExecutor final : public BenchExecutor {
       write_text_file(folder / "timeline.json",
                       workload::chrome_trace(plan, scen.prefill ? own : r.reports()).dump() + "\n");
     } else if (timeline == "per-stage") {
-      const auto sub = scen.prefill ? sim::subset(plan, own, per_stage_workers(plan))
-                                    : sim::subset(plan, r, per_stage_workers(plan));
+      const auto sub = scen.prefill ? sim::subset(plan, own, sim::per_stage_workers(plan))
+                                    : sim::subset(plan, r, sim::per_stage_workers(plan));
       write_text_file(folder / "timeline.json", workload::chrome_trace(sub.plan, sub.reports).dump() + "\n");
     }
   }

@@ -103,6 +103,13 @@ PlanSubset subset(const workload::Plan& plan, const std::vector<program::WorkerR
   });
 }
 
+std::vector<int> per_stage_workers(const workload::Plan& plan) {
+  std::vector<int> keep;
+  for (const auto& w : plan.workers)
+    if (w.dp_rank == 0 && w.tp_rank == 0) keep.push_back(w.worker);
+  return keep;
+}
+
 PlanSubset subset(const workload::Plan& plan, const SimResult& result, const std::vector<int>& keep) {
   return subset_of(plan, keep, [&](int w) -> std::optional<program::WorkerReport> {
     if (static_cast<std::size_t>(w / std::max(result.tp, 1)) >= result.groups.size()) return std::nullopt;

@@ -287,6 +287,12 @@ PlanSubset subset(const workload::Plan& plan, const std::vector<program::WorkerR
                   const std::vector<int>& keep);
 PlanSubset subset(const workload::Plan& plan, const SimResult& result, const std::vector<int>& keep);
 
+/// Up to this many GPUs a run's timeline.json shows every GPU's spans; above, one GPU per
+/// stage (per_stage_workers), which keeps the file small at paper scale.
+inline constexpr std::size_t kFullTimelineGpus = 256;
+/// One GPU per stage: TP rank 0 of replica 0 (worker ids, for subset()).
+std::vector<int> per_stage_workers(const workload::Plan& plan);
+
 /// summary.json's "rails" (null without rails DCs): per DC with rails, its fabric, policy,
 /// phases, reconfigurations (in all and per iteration), the time its rails were switching
 /// (seconds, and as a share of the run), the transfers that waited for their circuits, and
