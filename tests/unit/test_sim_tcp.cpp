@@ -26,32 +26,48 @@ TEST_CASE("a TCP window starts at the initial window and the path's RTT, once", 
   CHECK(w.cwnd == 50 * kMss);
   CHECK(w.srtt == static_cast<double>(kRtt));
 
-  TcpWindow small;
-  small.start(4 * kMss, 10 * kMss, kRtt);  // never above the window
-  CHECK(small.cwnd == 4 * kMss);
+  TcpWindow small;  // a buffer below the initial window: the buffer holds what is in flight
+  small.start(4 * kMss, 10 * kMss, kRtt);
+  CHECK(small.cwnd == 10 * kMss);
+  CHECK(small.room() == 4 * kMss);
+  small.inflight = 3 * kMss;
+  CHECK(small.room() == kMss);
 }
 
 TEST_CASE("slow start grows by what is ACKed only while half the window is in use", "[unit][sim][sim-parts]") {
   TcpWindow w;
   w.start(kWindow, 10 * kMss, kRtt);
   w.inflight = 10 * kMss;  // all of it in flight
-  w.on_ack(5 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
+  w.on_ack(5 * kMss, kRtt, 0, kRtt, kRtt);
   CHECK(w.cwnd == 15 * kMss);
   CHECK(w.inflight == 5 * kMss);
 
   TcpWindow idle;  // an application-limited sender: a quarter of the window in flight
   idle.start(kWindow, 10 * kMss, kRtt);
   idle.inflight = 2 * kMss;
-  idle.on_ack(2 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
+  idle.on_ack(2 * kMss, kRtt, 0, kRtt, kRtt);
   CHECK(idle.cwnd == 10 * kMss);
   CHECK(idle.inflight == 0);
 
-  TcpWindow capped;
-  capped.start(kWindow, 10 * kMss, kRtt);
-  capped.cwnd = kWindow - kMss;
-  capped.inflight = capped.cwnd;
-  capped.on_ack(10 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
-  CHECK(capped.cwnd == kWindow);
+  // A sender its buffer holds to W in flight: the window grows on in slow start to twice
+  // W (Linux's tcp_is_cwnd_limited), not beyond, and is never more room than the buffer.
+  TcpWindow held;
+  held.start(kWindow, 10 * kMss, kRtt);
+  held.cwnd = kWindow;
+  held.inflight = kWindow;
+  CHECK(held.room() == 0);
+  held.on_ack(10 * kMss, kRtt, 0, kRtt, kRtt);
+  CHECK(held.cwnd == kWindow + 10 * kMss);
+  CHECK(held.room() == 10 * kMss);  // the buffer, not the window, bounds it
+  held.cwnd = 2 * kWindow - kMss;
+  held.inflight = kWindow;
+  held.on_ack(10 * kMss, kRtt, 0, kRtt, kRtt);
+  CHECK(held.cwnd == 2 * kWindow + 9 * kMss);  // the ACKs came while half of it was in use
+  held.inflight = kWindow;
+  held.on_ack(10 * kMss, kRtt, 0, kRtt, kRtt);
+  CHECK(held.cwnd == 2 * kWindow + 9 * kMss);  // now less than half: no more
+  // Its pacing rate follows the window, as Linux's: 2 x cwnd / SRTT in slow start.
+  CHECK(held.pacing_rate(1.2) == Approx(2 * held.cwnd / static_cast<double>(kRtt)));
 }
 
 TEST_CASE("HyStart ends slow start when a round's first 8 segments see more than the least RTT", "[unit][sim][sim-parts]") {
@@ -61,25 +77,25 @@ TEST_CASE("HyStart ends slow start when a round's first 8 segments see more than
   w.inflight = 32 * kMss;
   // Round 1: 8 segments at the path's RTT, the least yet (20 ms: the threshold is
   // max(4 ms, 20 / 8 ms) = 4 ms above it).
-  w.on_ack(8 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
+  w.on_ack(8 * kMss, kRtt, 0, kRtt, kRtt);
   CHECK(std::isinf(w.ssthresh));
   CHECK(w.delay_min == static_cast<double>(kRtt));
   // Round 2: 4 segments 5 ms late, then 4 only 3 ms late: the round's least RTT is 3 ms
   // above, slow start goes on.
   w.inflight = w.cwnd;
   Nanos sent = kRtt;
-  w.on_ack(4 * kMss, sent + kRtt + 5'000'000, sent, sent + kRtt + 5'000'000, sent + kRtt + 5'000'000, kWindow);
-  w.on_ack(4 * kMss, sent + kRtt + 5'000'001, sent + 1, sent + kRtt + 3'000'001, sent + kRtt + 3'000'001, kWindow);
+  w.on_ack(4 * kMss, sent + kRtt + 5'000'000, sent, sent + kRtt + 5'000'000, sent + kRtt + 5'000'000);
+  w.on_ack(4 * kMss, sent + kRtt + 5'000'001, sent + 1, sent + kRtt + 3'000'001, sent + kRtt + 3'000'001);
   CHECK(std::isinf(w.ssthresh));
   // Later ACKs of the same round are not HyStart's sample, however late.
-  w.on_ack(kMss, sent + kRtt + 9'000'002, sent + 2, sent + kRtt + 9'000'002, sent + kRtt + 9'000'002, kWindow);
+  w.on_ack(kMss, sent + kRtt + 9'000'002, sent + 2, sent + kRtt + 9'000'002, sent + kRtt + 9'000'002);
   CHECK(std::isinf(w.ssthresh));
   // Round 3: its first 8 segments all 5 ms late (one ACK batch): slow start ends at the
   // window it had before them.
   sent = 2 * kRtt + 6'000'000;
   w.inflight = w.cwnd;
   const double before = w.cwnd;
-  w.on_ack(8 * kMss, sent + kRtt + 5'000'000, sent, sent + kRtt + 5'000'000, sent + kRtt + 5'000'000, kWindow);
+  w.on_ack(8 * kMss, sent + kRtt + 5'000'000, sent, sent + kRtt + 5'000'000, sent + kRtt + 5'000'000);
   CHECK(w.ssthresh == before);
   CHECK(w.cwnd == before);
 
@@ -91,7 +107,7 @@ TEST_CASE("HyStart ends slow start when a round's first 8 segments see more than
   for (int round = 0; round < 3; ++round) {
     const Nanos at = round * (kRtt + 10'000'000);
     late.inflight = late.cwnd;
-    late.on_ack(8 * kMss, at + kRtt + 10'000'000, at, at + kRtt + 10'000'000, at + kRtt + 10'000'000, kWindow);
+    late.on_ack(8 * kMss, at + kRtt + 10'000'000, at, at + kRtt + 10'000'000, at + kRtt + 10'000'000);
   }
   CHECK(std::isinf(late.ssthresh));
   CHECK(late.cwnd > 32 * kMss);
@@ -99,9 +115,9 @@ TEST_CASE("HyStart ends slow start when a round's first 8 segments see more than
   TcpWindow low;  // below 16 segments HyStart waits
   low.start(kWindow, 10 * kMss, kRtt);
   low.inflight = 10 * kMss;
-  low.on_ack(4 * kMss, kRtt, 0, kRtt, kRtt, kWindow);  // 14 segments
+  low.on_ack(4 * kMss, kRtt, 0, kRtt, kRtt);  // 14 segments
   low.inflight = low.cwnd;
-  low.on_ack(kMss, 3 * kRtt, kRtt, 3 * kRtt, 3 * kRtt, kWindow);  // 40 ms late, but at 14 segments
+  low.on_ack(kMss, 3 * kRtt, kRtt, 3 * kRtt, 3 * kRtt);  // 40 ms late, but at 14 segments
   CHECK(low.cwnd == 15 * kMss);
   CHECK(std::isinf(low.ssthresh));
 }
@@ -116,7 +132,7 @@ TEST_CASE("HyStart's ACK train ends slow start when a round's ACKs keep coming p
     w.inflight = w.cwnd;
     for (int i = 0; i < batches; ++i) {
       const Nanos back = t0 + i * gap;
-      w.on_ack(kMss / 2, back, back - kRtt - queue, back, back - 1'000'000, kWindow);
+      w.on_ack(kMss / 2, back, back - kRtt - queue, back, back - 1'000'000);
     }
   };
   TcpWindow w;
@@ -160,7 +176,7 @@ TEST_CASE("congestion avoidance grows half a segment per round trip while the wi
   w.cwnd = 100 * kMss;
   w.ssthresh = 100 * kMss;
   w.inflight = 100 * kMss;
-  w.on_ack(100 * kMss, kRtt, 0, kRtt, kRtt, kWindow);  // a whole window ACKed
+  w.on_ack(100 * kMss, kRtt, 0, kRtt, kRtt);  // a whole window ACKed
   CHECK(w.cwnd == Approx(100 * kMss + kRenoFriendly * kMss));
   CHECK(kRenoFriendly == Approx(0.5294).epsilon(1e-3));
 
@@ -169,14 +185,14 @@ TEST_CASE("congestion avoidance grows half a segment per round trip while the wi
   part.cwnd = 100 * kMss;
   part.ssthresh = 100 * kMss;
   part.inflight = 50 * kMss;
-  part.on_ack(10 * kMss, kRtt, 0, kRtt, kRtt, kWindow);
+  part.on_ack(10 * kMss, kRtt, 0, kRtt, kRtt);
   CHECK(part.cwnd == 100 * kMss);
 }
 
 TEST_CASE("the SRTT is smoothed by 1/8 and the pacing rate follows Linux", "[unit][sim][sim-parts]") {
   TcpWindow w;
   w.start(kWindow, 10 * kMss, kRtt);
-  w.on_ack(0, 0, 0, 2 * kRtt, 2 * kRtt, kWindow);
+  w.on_ack(0, 0, 0, 2 * kRtt, 2 * kRtt);
   CHECK(w.srtt == Approx(0.875 * kRtt + 0.125 * 2 * kRtt));
   w.srtt = static_cast<double>(kRtt);
   // Slow start below half the threshold: 200 %; else the ratio given.

@@ -400,7 +400,7 @@ bool PacedBursts::take_acks(std::size_t link, Nanos now) {
     L.acks.pop_front();
     for (const auto& [id, bytes] : a.parts) {
       const auto& m = ctx_.messages[id];
-      m.conn->tcp.on_ack(bytes / ctx_.weight_of(m), a.at, a.sent, a.back, a.first_back, ctx_.window);
+      m.conn->tcp.on_ack(bytes / ctx_.weight_of(m), a.at, a.sent, a.back, a.first_back);
     }
     for (auto& id : blocked)
       if (id != kNone && room(ctx_.messages[id]) > 0) {

@@ -10,7 +10,9 @@
 //     against the least RTT the connection has seen) or its ACK train (the round's ACKs
 //     keep coming for longer than that least RTT); then by CUBIC's TCP-friendly half
 //     segment per round trip while it is full; cut to kCubicBeta of itself once per round
-//     trip on a loss; a smoothed RTT; Linux's pacing rate.
+//     trip on a loss; a smoothed RTT; Linux's pacing rate. What it keeps in flight is
+//     also held below the run's TCP window (the sender's buffer), which does not cap the
+//     congestion window itself.
 //   - SlowStartWindow (SimOptions::slow_start with the other burst models): a window that
 //     starts at the initial window and doubles every RTT while the pair sends.
 #include <algorithm>
@@ -33,6 +35,7 @@ inline constexpr Nanos kHystartAckDelta = 2'000'000;  // HyStart's ACK train: AC
 /// One connection's congestion control (bytes and ns).
 struct TcpWindow {
   double cwnd = 0;  // congestion window; 0: the pair has not sent yet
+  double limit = std::numeric_limits<double>::infinity();  // the most in flight: the run's TCP window
   double ssthresh = std::numeric_limits<double>::infinity();  // infinity: in its first slow start
   double inflight = 0;      // sent, not yet ACKed or found lost
   double srtt = 0;          // smoothed RTT
@@ -45,11 +48,11 @@ struct TcpWindow {
   Nanos round_start = kNotYet;     // HyStart's ACK train: when the round's first ACKs came back
   Nanos train_last = kNotYet;      // and the last ACKs of the train since (gaps of at most 2 ms)
 
-  /// The first message of the pair: the initial window (at most `window`, the most a
-  /// connection keeps in flight), the path's RTT as the first SRTT. Later ones: nothing.
+  /// The first message of the pair: the initial window, `window` as the most a connection
+  /// keeps in flight (its buffer), the path's RTT as the first SRTT. Later ones: nothing.
   void start(double window, double initial_window, Nanos path_rtt);
-  /// Bytes it may still put in flight.
-  double room() const { return cwnd - inflight; }
+  /// Bytes it may still put in flight: below the congestion window and the buffer.
+  double room() const { return std::min(cwnd, limit) - inflight; }
   /// Linux's pacing rate (bytes per ns): ratio x cwnd / SRTT, the ratio 2 in slow start
   /// below half the threshold, else `ca_ratio` (tcp_pacing_ca_ratio).
   double pacing_rate(double ca_ratio) const;
@@ -62,9 +65,10 @@ struct TcpWindow {
   /// the least RTT the connection has seen (a queue that stood when the connection began is
   /// in delay_min and ends no slow start), or the round's ACKs keep coming (gaps of at most
   /// kHystartAckDelta) for longer than delay_min (a paced sender's threshold). Congestion
-  /// avoidance grows it by kRenoFriendly segments per window ACKed while it is full. At
-  /// most `window`.
-  void on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos first_back, double window);
+  /// avoidance grows it by kRenoFriendly segments per window ACKed while it is full. The
+  /// buffer does not cap it (Linux's does not either): a sender its buffer holds to W in
+  /// flight grows it in slow start to 2 W (tcp_is_cwnd_limited), and paces at ratio x that.
+  void on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos first_back);
   /// Bytes lost to a full queue at `now`: CUBIC's cut, once per round trip (true if this
   /// loss cut the window).
   bool on_loss(Nanos now);
@@ -93,7 +97,8 @@ struct SlowStartWindow {
 // Inline: the paced model asks for rates and takes ACKs in at every cut, per message.
 inline void TcpWindow::start(double window, double initial_window, Nanos path_rtt) {
   if (cwnd > 0) return;
-  cwnd = std::min(window, initial_window);
+  limit = window;
+  cwnd = initial_window;
   srtt = static_cast<double>(path_rtt);
 }
 
@@ -102,7 +107,7 @@ inline double TcpWindow::pacing_rate(double ca_ratio) const {
   return ratio * cwnd / std::max(1.0, srtt);
 }
 
-inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos first_back, double window) {
+inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos first_back) {
   const double used = inflight;  // in flight when these were ACKed, them included
   inflight = std::max(0.0, inflight - acked);
   const double sample = static_cast<double>(back - sent);
@@ -131,9 +136,9 @@ inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, Na
         if (static_cast<double>(back - round_start) > delay_min) ssthresh = cwnd;
       }
     }
-    if (cwnd < ssthresh && 2 * used >= cwnd) cwnd = std::min(window, cwnd + acked);
+    if (cwnd < ssthresh && 2 * used >= cwnd) cwnd += acked;
   } else if (used >= cwnd - kMss) {
-    cwnd = std::min(window, cwnd + kRenoFriendly * kMss * acked / cwnd);
+    cwnd += kRenoFriendly * kMss * acked / cwnd;
   }
 }
 
