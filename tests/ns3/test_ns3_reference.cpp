@@ -134,3 +134,38 @@ TEST_CASE("ns-3 reference: window-limited connections run to the end (no empty s
   CHECK(payload > 0);
   CHECK(iteration_s(r.run.groups, 0) > 0);
 }
+
+TEST_CASE("ns-3 reference: a window grows only while it is used, as Linux's", "[ns3]") {
+  // 20 messages of 500 KB (346 segments, a fifth of the 2.5 MB path), each sent when the
+  // last one's reply is back: each is one flight. Linux (tcp_is_cwnd_limited) grows the
+  // window in slow start only up to twice what is in flight, so it ends near 700 segments;
+  // ns-3 3.37's CUBIC grew it by every message, to about 20 x 346 segments, and paced at
+  // that. The simulator keeps the same rule.
+  auto plan = two_dc(1, workload::testing::small_model());
+  constexpr std::uint64_t kBytes = 500'000;
+  constexpr int kMessages = 20;
+  plan.scenario.iterations = 1;
+  plan.programs[0].ops.clear();
+  plan.programs[1].ops.clear();
+  for (std::uint32_t i = 0; i < kMessages; ++i) {
+    plan.programs[0].ops.push_back(program::Op{program::OpKind::send, 0, 0, 1, kBytes, 2 * i, {}});
+    plan.programs[0].ops.push_back(program::Op{program::OpKind::recv, 0, 0, 1, 1000, 2 * i + 1, {}});
+    plan.programs[1].ops.push_back(program::Op{program::OpKind::recv, 0, 0, 0, kBytes, 2 * i, {}});
+    plan.programs[1].ops.push_back(program::Op{program::OpKind::send, 0, 0, 0, 1000, 2 * i + 1, {}});
+  }
+  ns3ref::Options o;
+  o.compute_jitter = 0;
+  const auto r = ns3ref::run(plan, o);
+  const auto sim = sim::simulate(plan);
+  const auto forward = [](const std::vector<sim::TcpEnd>& ends) {
+    for (const auto& e : ends)
+      if (e.src == 0 && e.dst == 1) return e.cwnd_bytes;
+    return 0.0;
+  };
+  const double ns3_cwnd = forward(r.run.tcp), sim_cwnd = forward(sim.tcp);
+  INFO("window at the end: ns-3 " << ns3_cwnd / 1448 << " segments, simulator " << sim_cwnd / 1448 << " segments");
+  CHECK(r.queues.at(0).drops == 0);
+  CHECK(ns3_cwnd >= static_cast<double>(kBytes));
+  CHECK(ns3_cwnd <= 2.5 * static_cast<double>(kBytes));
+  CHECK(sim_cwnd == Approx(ns3_cwnd).epsilon(0.25));
+}

@@ -19,6 +19,34 @@ namespace {
 // lab's time on the link, and the byte counts add the 12 bytes back.
 constexpr double kFrameRatio = 1502.0 / 1514.0;
 constexpr std::uint64_t kEthernetExtra = 12;
+
+// ns-3 3.37's CUBIC with Linux's rule for a sender that does not use its window
+// (tcp_is_cwnd_limited; cubictcp_cong_avoid returns when it is false): the window grows in
+// slow start only while at least half of it is in flight, and in congestion avoidance only
+// while it is full. ns-3 3.37 grows it on every ACK, so a connection that sends 1 MB at a
+// time behind a 3 MiB buffer ends with a window of 23,000 segments and paces at that
+// (three-dc-7b at x10 rates), where Linux stops at twice what it had in flight.
+// In flight at the ACK is ns-3's count plus what the ACK covers (Linux keeps the most in
+// flight over the round).
+class TcpCubicLinux : public ns3::TcpCubic {
+ public:
+  static ns3::TypeId GetTypeId() {
+    static ns3::TypeId tid = ns3::TypeId("wanlab::ns3ref::TcpCubicLinux")
+                                 .SetParent<ns3::TcpCubic>()
+                                 .SetGroupName("Internet")
+                                 .AddConstructor<TcpCubicLinux>();
+    return tid;
+  }
+  std::string GetName() const override { return "TcpCubicLinux"; }
+  void IncreaseWindow(ns3::Ptr<ns3::TcpSocketState> tcb, std::uint32_t segments_acked) override {
+    const std::uint64_t cwnd = tcb->m_cWnd.Get();
+    const std::uint64_t used =
+        std::uint64_t{tcb->m_bytesInFlight.Get()} + std::uint64_t{segments_acked} * tcb->m_segmentSize;
+    const bool limited = cwnd < tcb->m_ssThresh.Get() ? 2 * used >= cwnd : used + tcb->m_segmentSize >= cwnd;
+    if (limited) ns3::TcpCubic::IncreaseWindow(tcb, segments_acked);
+  }
+  ns3::Ptr<ns3::TcpCongestionOps> Fork() override { return ns3::CopyObject<TcpCubicLinux>(this); }
+};
 }  // namespace
 
 struct PacketNet::Impl {
@@ -50,7 +78,7 @@ PacketNet::PacketNet(std::size_t dcs, const std::vector<NetLink>& links, const N
   Ipv4AddressGenerator::Reset();
   RngSeedManager::SetSeed(seed == 0 ? 1 : seed);
   RngSeedManager::SetRun(1);
-  Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpCubic::GetTypeId()));
+  Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpCubicLinux::GetTypeId()));
   Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", TypeIdValue(TcpPrrRecovery::GetTypeId()));
   Config::SetDefault("ns3::TcpCubic::HyStart", BooleanValue(true));
   Config::SetDefault("ns3::TcpSocketState::EnablePacing", BooleanValue(true));

@@ -10,7 +10,9 @@
 //     one-way delay, behind it one drop-tail queue of the lab's size (the topology's
 //     `queue`, else 1.5 x the bandwidth-delay product, core::default_queue_packets); one
 //     router per DC, one host per DC behind it on a 400 Gbit/s access link;
-//   - TCP as Linux runs it: CUBIC with HyStart, initial window 10, pacing (ratios 200 % /
+//   - TCP as Linux runs it: CUBIC with HyStart and Linux's rule for a window the sender
+//     does not use (tcp_is_cwnd_limited, which ns-3 3.37 lacks: packet_net.cpp's
+//     TcpCubicLinux), initial window 10, pacing (ratios 200 % /
 //     120 %), SACK, timestamps, delayed ACKs (2 segments, 40 ms), PRR recovery, minimum RTO
 //     200 ms, 1448-byte segments, send buffer = the run's TCP window
 //     (workload::run_tcp_window), receive buffer twice that; in runs with exclusive windows
