@@ -132,7 +132,12 @@ void Worker::run(const std::atomic<bool>& abort) {
           auto in = t0;  // when the last step's chunk was in
           for (int step = 0; step < 2 * (n - 1); ++step) {
             const auto tag = wire_tag(it, allreduce_tag(i, step));
-            data_.send(me, next, tag, chunk, {});
+            if (step == 0 && op.rendezvous) {  // the ring starts once the next rank is in (program.hpp)
+              data_.post(prev, me, tag);
+              data_.when_posted(me, next, tag, [this, me, next, tag, chunk] { data_.send(me, next, tag, chunk, {}); });
+            } else {
+              data_.send(me, next, tag, chunk, {});
+            }
             in = data_.wait(prev, me, tag, chunk);
           }
           const auto t1 = std::max(t0, in);

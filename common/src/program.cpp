@@ -346,8 +346,9 @@ Op op_from_json(const json& j) {
   if (const json* v = field(j, "rendezvous")) {
     if (!v->is_boolean()) fail(o, "rendezvous", fmt::format("expected true or false, got {}", v->dump()));
     op.rendezvous = v->get<bool>();
-    if (op.rendezvous && op.kind != OpKind::send && op.kind != OpKind::recv)
-      fail(o, "rendezvous", fmt::format("a {} has no receiver to wait for; only a send or a recv", kind));
+    if (op.rendezvous && op.kind != OpKind::send && op.kind != OpKind::recv && op.kind != OpKind::allreduce)
+      fail(o, "rendezvous",
+           fmt::format("a {} has no receiver to wait for; only a send, a recv or an allreduce", kind));
   }
   optional_integer(j, o, "chunk", op.chunk);
   if (op.chunk < 0) fail(o, "chunk", fmt::format("{} is negative", op.chunk));

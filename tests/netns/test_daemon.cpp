@@ -14,12 +14,14 @@
 #include <sstream>
 #include <thread>
 
+#include "lab_namespaces.hpp"
 #include "process.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/netlink/netlink.hpp"
 
 using namespace wanlab;
 using namespace std::chrono_literals;
+using test::namespaces_of;
 using test::run;
 namespace fs = std::filesystem;
 
@@ -36,13 +38,6 @@ std::string write_topology(const std::string& lab, int gpus = 1) {
       {"wan", {{{"between", {"use", "euw"}}, {"rtt", "20ms"}, {"rate", "200Mbit"}}}}};
   std::ofstream(path) << doc.dump(2);
   return path.string();
-}
-
-std::vector<std::string> namespaces_of(const std::string& lab) {
-  std::vector<std::string> out;
-  for (const auto& n : netlink::Netns::list())
-    if (n.starts_with(lab::ns_prefix(lab))) out.push_back(n);
-  return out;
 }
 
 // Also for /proc/PID files of a process that exits meanwhile (empty then).

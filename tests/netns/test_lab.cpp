@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "lab_namespaces.hpp"
 #include "process.hpp"
 #include "quiet_host.hpp"
 #include "wanlab/lab/naming.hpp"
@@ -23,6 +24,7 @@
 
 using namespace wanlab;
 using namespace std::chrono_literals;
+using test::namespaces_of;
 using test::run;
 
 namespace {
@@ -35,13 +37,6 @@ std::string write_topology(const std::string& lab, const std::string& rate, int 
       {"wan", {{{"between", {"use", "euw"}}, {"rtt", "20ms"}, {"rate", rate}}}}};
   std::ofstream(path) << doc.dump(2);
   return path.string();
-}
-
-std::vector<std::string> namespaces_of(const std::string& lab) {
-  std::vector<std::string> out;
-  for (const auto& n : netlink::Netns::list())
-    if (n.starts_with(lab::ns_prefix(lab))) out.push_back(n);
-  return out;
 }
 
 // Brings a lab up for one test and always takes it down.

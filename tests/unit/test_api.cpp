@@ -40,6 +40,12 @@ struct FakeController : api::Controller {
     calls.push_back("shutdown");
     return {{"removed_namespaces", 3}};
   }
+  api::RailsChange rails;
+  nlohmann::json set_rails(const std::string& dc, const api::RailsChange& c) override {
+    calls.push_back("rails " + dc);
+    rails = c;
+    return {{"dc", dc}};
+  }
 };
 }  // namespace
 
@@ -101,6 +107,28 @@ TEST_CASE("API handlers", "[unit][api]") {
     auto r = api::handle({"POST", "/v1/links/nope/euw", R"({"rate": "1Mbit"})"}, c);
     CHECK(r.status == 404);
     CHECK(r.body["error"]["field"] == "src");
+  }
+  SECTION("rails change: the reconfiguration latency, nothing else") {
+    auto r = api::handle({"POST", "/v1/rails/dc", R"({"reconfiguration": "25ms"})"}, c);
+    CHECK(r.status == 200);
+    REQUIRE(c.rails.reconfiguration);
+    CHECK(*c.rails.reconfiguration == std::chrono::milliseconds(25));
+    CHECK(c.calls.back() == "rails dc");
+    r = api::handle({"POST", "/v1/rails/dc", R"({"reconfiguration": "soon"})"}, c);
+    CHECK(r.status == 400);
+    CHECK(r.body["error"]["field"] == "reconfiguration");
+    r = api::handle({"POST", "/v1/rails/dc", R"({"policy": "phase"})"}, c);
+    CHECK(r.status == 400);
+    CHECK(r.body["error"]["field"] == "policy");
+    CHECK(api::handle({"POST", "/v1/rails/dc", "{}"}, c).status == 400);
+    CHECK(api::handle({"GET", "/v1/rails/dc", ""}, c).status == 405);
+    // A controller without rails says so.
+    struct Plain : api::Controller {
+      nlohmann::json status() override { return {}; }
+      nlohmann::json set_link(const std::string&, const std::string&, const api::LinkChange&) override { return {}; }
+      nlohmann::json shutdown() override { return {}; }
+    } plain;
+    CHECK(api::handle({"POST", "/v1/rails/dc", R"({"reconfiguration": "1ms"})"}, plain).status == 501);
   }
   SECTION("shutdown answers what was removed") {
     auto r = api::handle({"POST", "/v1/shutdown", "{}"}, c);

@@ -1,14 +1,19 @@
 // Rail fabrics in topology files (docs/rails.md): what parses, the canonical form, and one
 // clear error per bad setting, naming the file, the field and the reason; the rails' power and
-// cost; and the lab refusing what it does not emulate yet.
+// cost; and the lab's plan for them (the rail switch's namespace, every node's rail ports).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <array>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "wanlab/core/address_plan.hpp"
 #include "wanlab/core/fabric_cost.hpp"
 #include "wanlab/core/topology.hpp"
 #include "wanlab/lab/plan.hpp"
+#include "wanlab/lab/router_only.hpp"
 
 using namespace wanlab;
 using namespace wanlab::core;
@@ -170,13 +175,78 @@ TEST_CASE("rails: the power and cost of electrical against OCS rails", "[rails][
   CHECK(rails_bill(dc).power_ratio() == Approx(2 * 20.2 / 0.8));
 }
 
-TEST_CASE("rails: the lab refuses a rails DC instead of building it as a LAN", "[rails][lab]") {
+TEST_CASE("rails: the lab builds a rails DC's switch namespace and every node's rail ports", "[rails][lab]") {
+  const auto topo = parse_topology(one_dc(ocs()), "r.json", {});
+  const auto plan = lab::plan_lab(topo, {.backend = lab::Backend::userspace});
+  CHECK(std::find(plan.namespaces.begin(), plan.namespaces.end(), "r.rails-a") != plan.namespaces.end());
+  int veths = 0, macs = 0, addresses = 0;
+  for (const auto& op : plan.ops) {
+    if (const auto* v = std::get_if<lab::CreateVeth>(&op); v && v->ns == "r.rails-a") {
+      ++veths;
+      CHECK(v->peer.rfind("rail", 0) == 0);
+    }
+    if (const auto* m = std::get_if<lab::SetMac>(&op); m && m->ifname == "rail3" && m->ns == "r.a-2") {
+      ++macs;
+      CHECK(m->mac == rail_mac(0, 3, 2));
+    }
+    if (const auto* a = std::get_if<lab::AddAddress>(&op); a && a->ifname == "rail3" && a->ns == "r.a-2") {
+      ++addresses;
+      CHECK(a->prefix.to_string() == "198.19.19.3/24");
+    }
+  }
+  CHECK(veths == 4 * 8);  // a port per node and rail
+  CHECK(macs == 1);
+  CHECK(addresses == 1);
+  // The node keeps its LAN (the WAN, the agents' channel) beside its rails.
+  CHECK(std::any_of(plan.ops.begin(), plan.ops.end(), [](const lab::Op& op) {
+    const auto* a = std::get_if<lab::AddAddress>(&op);
+    return a && a->ns == "r.a-2" && a->ifname == "a-2";
+  }));
+}
+
+TEST_CASE("rails: the rails' addresses: one /24 per DC and rail, a port per node", "[rails][lab]") {
+  CHECK(rail_subnet(0, 0).to_string() == "198.19.16.0/24");
+  CHECK(rail_subnet(2, 5).to_string() == "198.19.53.0/24");
+  CHECK(rail_address(1, 7, 0).to_string() == "198.19.39.1");
+  const auto back = rail_port_of(rail_address(14, 15, 252));
+  REQUIRE(back);
+  CHECK((*back == std::array<int, 3>{14, 15, 252}));
+  CHECK_FALSE(rail_port_of(node_address(0, 1)));
+  CHECK_FALSE(rail_port_of(transit_router_side(3).address));
+  CHECK_THROWS_AS(rail_address(15, 0, 0), std::out_of_range);
+  CHECK_THROWS_AS(rail_address(0, 16, 0), std::out_of_range);
+  CHECK_THROWS_AS(rail_address(0, 0, 253), std::out_of_range);
+  CHECK(mac_text(rail_mac(0, 1, 2)) == "02:57:52:13:11:03");
+}
+
+TEST_CASE("rails: what of a rails DC the lab cannot build is one error each", "[rails][lab]") {
+  const auto refused = [](const json& doc, const lab::PlanOptions& o) {
+    try {
+      lab::plan_lab(parse_topology(doc, "r.json", {}), o);
+    } catch (const ConfigError& e) {
+      return e.diagnostics();
+    }
+    FAIL("expected a ConfigError");
+    return std::vector<Diagnostic>{};
+  };
+  // The kernel backend: circuits are the userspace engine's.
+  auto d = refused(one_dc(ocs()), {.backend = lab::Backend::kernel});
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].path == "/dcs/0/fabric");
+  CHECK_THAT(d[0].reason, Contains("--backend userspace"));
+  // More nodes than a rail's /24 holds.
+  auto big = one_dc(ocs());
+  big["dcs"][0]["nodes"] = 300;
+  d = refused(big, {.backend = lab::Backend::userspace});
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].path == "/dcs/0/nodes");
+  CHECK_THAT(d[0].reason, Contains("at most 253"));
+  // A router-only lab (containers).
   try {
-    lab::plan_lab(parse_topology(one_dc(ocs()), "r.json", {}), {});
+    lab::plan_router(parse_topology(one_dc(ocs()), "r.json", {}), {"eth0"}, {.backend = lab::Backend::userspace});
     FAIL("expected a ConfigError");
   } catch (const ConfigError& e) {
     REQUIRE(e.diagnostics().size() == 1);
-    CHECK(e.diagnostics()[0].path == "/dcs/0/fabric");
-    CHECK_THAT(e.diagnostics()[0].reason, Contains("does not emulate rails yet"));
+    CHECK_THAT(e.diagnostics()[0].reason, Contains("router-only"));
   }
 }

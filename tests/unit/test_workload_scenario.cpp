@@ -106,7 +106,8 @@ TEST_CASE("a minimal scenario takes the documented defaults", "[unit][workload][
   CHECK_FALSE(to_json(s).contains("send_mode"));
 }
 
-TEST_CASE("send_mode: eager or rendezvous, on every pipeline send and recv", "[unit][workload][scenario]") {
+TEST_CASE("send_mode: eager or rendezvous, on every pipeline send and recv and every ring all-reduce",
+          "[unit][workload][scenario]") {
   auto doc = base();
   doc["send_mode"] = "rendezvous";
   const auto s = parse(doc);
@@ -116,8 +117,9 @@ TEST_CASE("send_mode: eager or rendezvous, on every pipeline send and recv", "[u
   int flagged = 0;
   for (const auto& p : plan.programs)
     for (const auto& op : p.ops) {
-      const bool message = op.kind == program::OpKind::send || op.kind == program::OpKind::recv;
-      CHECK(op.rendezvous == message);
+      const bool transfer = op.kind == program::OpKind::send || op.kind == program::OpKind::recv ||
+                            op.kind == program::OpKind::allreduce;
+      CHECK(op.rendezvous == transfer);
       flagged += op.rendezvous ? 1 : 0;
     }
   CHECK(flagged > 0);

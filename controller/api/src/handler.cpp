@@ -69,6 +69,9 @@ std::string string_field(const nlohmann::json& j, const char* name) {
 
 }  // namespace
 
+nlohmann::json Controller::set_rails(const std::string&, const RailsChange&) {
+  throw ApiError(501, "not_implemented", "this controller switches no rails");
+}
 nlohmann::json Controller::start_replay(const ReplayRequest&) {
   throw ApiError(501, "not_implemented", "this controller does not replay traces");
 }
@@ -203,6 +206,18 @@ LinkChange parse_link_change(const std::string& body) {
   return c;
 }
 
+RailsChange parse_rails_change(const std::string& body) {
+  const auto j = parse_body(body);
+  for (const auto& [k, _] : j.items())
+    if (k != "reconfiguration")
+      throw ApiError(400, "bad_request", fmt::format("unknown field '{}'; known: reconfiguration", printable(k, 80)),
+                     printable(k, 80));
+  RailsChange c;
+  c.reconfiguration = field(j, "reconfiguration", &parse_duration);
+  if (!c.reconfiguration) throw ApiError(400, "bad_request", "nothing to change: give reconfiguration");
+  return c;
+}
+
 Response handle(const Request& request, Controller& controller) {
   try {
     // Names in the path (DCs, run ids) go into answers and logs: refused here unless UTF-8.
@@ -228,6 +243,10 @@ Response handle(const Request& request, Controller& controller) {
     if (parts.size() == 4 && parts[1] == "links") {
       if (request.method != "POST") return error(405, "method_not_allowed", "use POST for /v1/links/{src}/{dst}");
       return {200, controller.set_link(parts[2], parts[3], parse_link_change(request.body))};
+    }
+    if (parts.size() == 3 && parts[1] == "rails") {
+      if (request.method != "POST") return error(405, "method_not_allowed", "use POST for /v1/rails/{dc}");
+      return {200, controller.set_rails(parts[2], parse_rails_change(request.body))};
     }
     if (parts.size() >= 2 && parts[1] == "replays") {
       if (parts.size() == 2 && request.method == "GET") return {200, controller.replays()};

@@ -31,8 +31,8 @@ std::string fields_of(const replay::Step& s) {
 
 }  // namespace
 
-std::string resolve_backend(const std::string& requested, bool netem) {
-  if (requested == "auto") return netem ? "kernel" : "userspace";
+std::string resolve_backend(const std::string& requested, bool netem, bool rails) {
+  if (requested == "auto") return netem && !rails ? "kernel" : "userspace";
   if (requested == "kernel" || requested == "userspace") return requested;
   throw std::invalid_argument(fmt::format("unknown backend '{}': use auto, kernel or userspace", requested));
 }
@@ -44,7 +44,7 @@ LabController::LabController(core::Topology topo, const UpOptions& options, std:
                              std::function<void()> on_shutdown)
     : topo_(std::move(topo)), on_shutdown_(std::move(on_shutdown)), replay_priority_(options.replay_priority) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto backend = resolve_backend(options.backend, options.netem);
+  const auto backend = resolve_backend(options.backend, options.netem, core::has_rails(topo_));
   lab_ = lab_backend ? std::move(lab_backend) : netlink_backend(options, backend);
   const lab::Plan plan = lab_->plan(topo_, state_);
   op_count_ = plan.ops.size();
@@ -320,6 +320,57 @@ std::vector<shaping::FlowCounters> LabController::flow_counters(std::size_t src,
   return shaper_->flow_counters(topo_, in_force(gated_link(src, dst)));
 }
 
+nlohmann::json LabController::set_rails(const std::string& dc, const RailsChange& change) {
+  nlohmann::json out;
+  {
+    std::lock_guard lock(mutex_);
+    const auto k = topo_.dc_index(dc);
+    if (!k) throw ApiError(404, "unknown_dc", fmt::format("lab {} has no DC '{}'", topo_.name, printable(dc, 80)), "dc");
+    auto& fabric = topo_.dcs[*k].fabric;
+    if (!fabric.ocs())
+      throw ApiError(400, "bad_request",
+                     fmt::format("DC {}'s fabric is {}: only OCS rails have a reconfiguration latency", dc,
+                                 core::to_string(fabric)),
+                     "reconfiguration");
+    const auto latency = *change.reconfiguration;
+    if (latency.count() < 0 || latency > core::kMaxReconfiguration)
+      throw ApiError(400, "bad_request",
+                     fmt::format("reconfiguration {}: from 0 to {}", wanlab::to_string(latency),
+                                 wanlab::to_string(core::kMaxReconfiguration)),
+                     "reconfiguration");
+    if (torn_down_ || !shaper_) throw ApiError(409, "torn_down", fmt::format("lab {} is being torn down", topo_.name));
+    shaper_->set_rail_latency(*k, latency);
+    fabric.reconfiguration = latency;
+    out = {{"dc", dc}, {"fabric", core::to_string(fabric)}, {"reconfiguration", wanlab::to_string(latency)}};
+  }
+  state_dirty_ = true;
+  spdlog::info("rails of DC {} set: {}", dc, out.dump());
+  return out;
+}
+
+bool LabController::has_rails() const {
+  std::lock_guard lock(mutex_);
+  return !torn_down_ && shaper_ && shaper_->has_rails();
+}
+
+void LabController::set_rail_plan(std::size_t dc, shaping::RailPlan plan) {
+  std::lock_guard lock(mutex_);
+  if (torn_down_ || !shaper_) throw std::runtime_error("the lab is torn down");
+  shaper_->set_rail_plan(dc, std::move(plan));
+}
+
+void LabController::set_rail_scale(double scale) {
+  std::lock_guard lock(mutex_);
+  if (torn_down_ || !shaper_) return;
+  shaper_->set_rail_scale(scale);
+}
+
+std::vector<shaping::RailSwitchStats> LabController::rail_stats() {
+  std::lock_guard lock(mutex_);
+  if (torn_down_ || !shaper_) return {};
+  return shaper_->rail_stats();
+}
+
 void LabController::apply_replay_step(const LinkKey& k, const replay::Step& step) {
   std::lock_guard lock(mutex_);
   if (torn_down_ || !shaper_) throw std::runtime_error("the lab is torn down");
@@ -579,6 +630,15 @@ nlohmann::json lab_status(const core::Topology& topo, const lab::LabState& state
                    {"subnet", core::dc_subnet(ik).to_string()},
                    {"gateway", gateway},
                    {"nodes", nodes}});
+    // A DC on rails: its fabric (as `rails set` leaves it), the switch's namespace and the rails' subnets.
+    if (dc.fabric.kind == core::Fabric::Kind::rails && !router_only) {
+      nlohmann::json subnets = nlohmann::json::array();
+      for (int r = 0; r < dc.fabric.rails && ik < core::kMaxRailDcs && r < core::kMaxRails; ++r)
+        subnets.push_back(core::rail_subnet(ik, r).to_string());
+      dcs.back()["rails"] = {{"fabric", core::to_string(dc.fabric)},
+                             {"namespace", lab::ns_rails(topo.name, dc.name)},
+                             {"subnets", subnets}};
+    }
   }
   nlohmann::json links = nlohmann::json::array();
   for (const auto& l : topo.links) {

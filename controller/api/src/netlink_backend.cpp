@@ -68,7 +68,23 @@ class NetlinkLabBackend final : public LabBackend {
                                                         options_.swarm);
     std::vector<const netlink::Netns*> gateways;
     for (const auto& dc : topo.dcs) gateways.push_back(&kernel_->netns(lab::ns_gateway(topo.name, dc.name)));
-    return std::make_unique<shaping::UserspaceShaper>(topo, router, gateways, options_.seed, engine_sched_);
+    std::vector<shaping::RailFabricConfig> rails;
+    for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
+      const auto& dc = topo.dcs[k];
+      if (dc.fabric.kind != core::Fabric::Kind::rails) continue;
+      rails.push_back({.dc = k,
+                       .dc_name = dc.name,
+                       .ns = &kernel_->netns(lab::ns_rails(topo.name, dc.name)),
+                       .nodes = dc.nodes,
+                       .rails = dc.fabric.rails,
+                       .port_rate = dc.fabric.port_rate,
+                       .delay = topo.lan.delay,
+                       .ocs = dc.fabric.ocs(),
+                       .reconfiguration = dc.fabric.reconfiguration,
+                       .mtu = topo.lan.mtu});
+    }
+    return std::make_unique<shaping::UserspaceShaper>(topo, router, gateways, options_.seed, engine_sched_,
+                                                      std::move(rails));
   }
 
   void release(const core::Topology& topo, const lab::LabState& state) override {

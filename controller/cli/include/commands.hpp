@@ -54,6 +54,13 @@ struct LinkSetArgs {
 };
 int cmd_link_set(const LinkSetArgs& a);
 
+struct RailsSetArgs {
+  std::optional<std::string> lab;
+  std::string dc;
+  std::optional<std::string> reconfiguration;
+};
+int cmd_rails_set(const RailsSetArgs& a);
+
 struct CaptureArgs {
   std::optional<std::string> lab;
   std::string src, dst, file;

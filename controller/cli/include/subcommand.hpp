@@ -47,6 +47,7 @@ std::unique_ptr<Subcommand> add_down(CLI::App& app);
 std::unique_ptr<Subcommand> add_status(CLI::App& app);
 std::unique_ptr<Subcommand> add_exec(CLI::App& app);
 std::unique_ptr<Subcommand> add_link(CLI::App& app);
+std::unique_ptr<Subcommand> add_rails(CLI::App& app);
 std::unique_ptr<Subcommand> add_capture(CLI::App& app);
 std::unique_ptr<Subcommand> add_dashboard(CLI::App& app);
 std::unique_ptr<Subcommand> add_node_setup(CLI::App& app);

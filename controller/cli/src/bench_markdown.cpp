@@ -57,11 +57,11 @@ void degraded_section(const json& degraded, std::string& md) {
   }
 }
 
-// The rails of the variants' DCs (summary.json "rails", simulated runs): what switching
+// The rails of the variants' DCs (summary.json "rails"): what switching
 // circuits cost the run, and the rails' network power and cost as OCS against packet switches.
 void rails_section(const json& bench, std::string& md) {
   md += "\nRails (DCs with a rails fabric; power and cost of the rail network beyond the GPUs' NICs, docs/rails.md):\n\n";
-  md += "| variant | DC | fabric | policy | reconfigurations per iteration | time switching (% of run) | transfers held | "
+  md += "| variant | DC | fabric | policy | reconfigurations per iteration | time switching (% of run) | held for circuits | "
         "power packet / OCS (kW) | power ratio | cost packet / OCS (k$) | cost ratio |\n";
   md += "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& v : bench.value("variants", json::array())) {
@@ -73,11 +73,14 @@ void rails_section(const json& bench, std::string& md) {
         return j.contains(key) && j.at(key).is_object() ? j.at(key) : json::object();
       };
       const json b = object(r, "bill"), packet = object(b, "packet"), ocs = object(b, "ocs");
+      // The simulator holds transfers, the lab's rail switch frames.
+      const auto held = r.contains("held_frames") ? fmt::format("{} frames", r.value("held_frames", 0))
+                                                  : fmt::format("{} transfers", r.value("held_transfers", 0));
       md += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.2f} | {} | {:.1f} / {:.1f} | {:.1f}x | {:.0f} / {:.0f} | {:.1f}x |\n",
                         v.value("name", std::string{"?"}), r.value("dc", std::string{"?"}),
                         r.value("fabric", std::string{"?"}), r.value("policy", std::string{"?"}),
                         r.value("reconfigurations_per_iteration", 0.0), 100 * r.value("reconfiguring_fraction", 0.0),
-                        r.value("held_transfers", 0), packet.value("power_w", 0.0) / 1e3,
+                        held, packet.value("power_w", 0.0) / 1e3,
                         ocs.value("power_w", 0.0) / 1e3, b.value("power_ratio", 0.0),
                         packet.value("cost_usd", 0.0) / 1e3, ocs.value("cost_usd", 0.0) / 1e3,
                         b.value("cost_ratio", 0.0));

@@ -260,6 +260,31 @@ std::unique_ptr<Subcommand> add_link(CLI::App& app) {
   });
 }
 
+std::unique_ptr<Subcommand> add_rails(CLI::App& app) {
+  struct State {
+    RailsSetArgs rs;
+  };
+  auto s = std::make_shared<State>();
+  CLI::App* rails_cmd = nullptr;
+  CLI::App* set_cmd = nullptr;
+  {
+    auto& [rs] = *s;
+    rails_cmd = app.add_subcommand("rails", "Change a DC's photonic rails in a running lab (docs/rails.md)");
+    rails_cmd->require_subcommand(1);
+    set_cmd = rails_cmd->add_subcommand(
+        "set", "Change a DC's OCS rails in place: the rail switch applies it from its next reconfiguration on");
+    set_cmd->add_option("dc", rs.dc, "DC whose fabric is OCS rails")->required();
+    set_cmd->add_option("--lab", rs.lab, "Lab name (default: the only lab up)");
+    set_cmd->add_option("--reconfiguration", rs.reconfiguration,
+                        "How long a change of circuits takes, 0 to 1s, e.g. 10us or 25ms");
+  }
+  return subcommand(rails_cmd, true, [s, set_cmd](const Invocation&) {
+    auto& [rs] = *s;
+    if (!*set_cmd) return 2;
+    return cmd_rails_set(rs);
+  });
+}
+
 std::unique_ptr<Subcommand> add_capture(CLI::App& app) {
   struct State {
     CaptureArgs cap;

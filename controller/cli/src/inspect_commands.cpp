@@ -138,6 +138,10 @@ void print_status(const nlohmann::json& s) {
                dc["region"].get<std::string>(), dc["nodes"].size(),
                fmt::format("{}x{}", dc["gpus_per_node"].get<int>(), dc["gpu"].get<std::string>()),
                dc["subnet"].get<std::string>(), dc["gateway"]["address"].get<std::string>(), fmt::join(nodes, " "));
+    if (dc.contains("rails"))
+      fmt::print("  {:<6} {}: switch namespace {}, rail r at 198.19.x.(1 + node): {}\n", "",
+                 dc["rails"]["fabric"].get<std::string>(), dc["rails"]["namespace"].get<std::string>(),
+                 fmt::join(dc["rails"]["subnets"], " "));
   }
   fmt::print("\n  {:<14} {:>9} {:>8} {:>7} {:>10} {:>7} {:>10} {:>9} {:>8} {:>8}\n", "link", "delay", "jitter", "loss",
              "rate", "limit", "sent", "packets", "drops", "queued");
@@ -244,14 +248,38 @@ int cmd_exec(const std::optional<std::string>& lab_arg, const std::string& node,
   return 127;
 }
 
+namespace {
+
+// The control API of lab `lab` (the only lab up when not named), or the remote one of
+// --api; nothing (said on stderr) when its controller is not running.
+std::optional<api::Endpoint> lab_endpoint(const std::optional<std::string>& lab) {
+  api::Endpoint endpoint;
+  if (remote_api()) {
+    (void)find_remote_lab(lab);
+    return *remote_api();
+  }
+  const auto found = find_lab(lab);
+  if (!lab::controller_alive(found.state.lab)) {
+    fmt::print(stderr, "wanlab: the controller of lab {} is not running; `wanlab down {}` then `up` again\n",
+               found.state.lab, found.state.lab);
+    return std::nullopt;
+  }
+  endpoint.socket = lab::socket_path(found.state.lab);
+  return endpoint;
+}
+
+bool dc_like(const std::string& name) {
+  return !name.empty() && name[0] >= 'a' && name[0] <= 'z' &&
+         std::all_of(name.begin(), name.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); });
+}
+
+}  // namespace
+
 int cmd_link_set(const LinkSetArgs& a) {
   // A DC name is [a-z][a-z0-9]* (topology files are checked so); anything else names no DC
   // and would go raw into the request's path. Named here, escaped.
   for (const auto& [arg, name] : {std::pair<const char*, const std::string*>{"SRC", &a.src}, {"DST", &a.dst}}) {
-    const bool dc_like = !name->empty() && (*name)[0] >= 'a' && (*name)[0] <= 'z' &&
-                         std::all_of(name->begin(), name->end(),
-                                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); });
-    if (!dc_like) {
+    if (!dc_like(*name)) {
       fmt::print(stderr, "wanlab: link set: {} '{}' is not a DC name (DC names are lowercase letters and digits, "
                  "[a-z][a-z0-9]*)\n", arg, printable(*name, 80));
       return 2;
@@ -281,20 +309,9 @@ int cmd_link_set(const LinkSetArgs& a) {
                "wanlab: link set: nothing to change; give --delay, --jitter, --loss, --loss-burst, --rate or --queue\n");
     return 2;
   }
-  api::Endpoint endpoint;
-  if (remote_api()) {
-    (void)find_remote_lab(a.lab);
-    endpoint = *remote_api();
-  } else {
-    const auto found = find_lab(a.lab);
-    if (!lab::controller_alive(found.state.lab)) {
-      fmt::print(stderr, "wanlab: the controller of lab {} is not running; `wanlab down {}` then `up` again\n",
-                 found.state.lab, found.state.lab);
-      return 1;
-    }
-    endpoint.socket = lab::socket_path(found.state.lab);
-  }
-  auto r = api::call(endpoint, "POST", fmt::format("/v1/links/{}/{}", a.src, a.dst), body.dump(), 10s);
+  const auto endpoint = lab_endpoint(a.lab);
+  if (!endpoint) return 1;
+  auto r = api::call(*endpoint, "POST", fmt::format("/v1/links/{}/{}", a.src, a.dst), body.dump(), 10s);
   if (r.status != 200) {
     const auto& e = r.body["error"];
     fmt::print(stderr, "wanlab: link set {}->{}: {}\n", a.src, a.dst, e.value("message", r.body.dump()));
@@ -307,6 +324,33 @@ int cmd_link_set(const LinkSetArgs& a) {
              l.contains("loss_burst") ? fmt::format(" burst {}", l["loss_burst"].get<std::string>()) : "",
              l["rate"].get<std::string>(), l["queue"].get<std::string>(), l["queue_limit_packets"].get<std::uint32_t>());
   if (l.contains("note")) fmt::print("note: {}\n", l["note"].get<std::string>());
+  return 0;
+}
+
+int cmd_rails_set(const RailsSetArgs& a) {
+  if (!dc_like(a.dc)) {
+    fmt::print(stderr, "wanlab: rails set: DC '{}' is not a DC name (DC names are lowercase letters and digits, "
+               "[a-z][a-z0-9]*)\n", printable(a.dc, 80));
+    return 2;
+  }
+  if (!a.reconfiguration) {
+    fmt::print(stderr, "wanlab: rails set: nothing to change; give --reconfiguration\n");
+    return 2;
+  }
+  if (const auto p = parse_duration(*a.reconfiguration); !p) {
+    fmt::print(stderr, "wanlab: --reconfiguration: {}\n", p.error);
+    return 2;
+  }
+  const auto endpoint = lab_endpoint(a.lab);
+  if (!endpoint) return 1;
+  const nlohmann::json body{{"reconfiguration", *a.reconfiguration}};
+  auto r = api::call(*endpoint, "POST", fmt::format("/v1/rails/{}", a.dc), body.dump(), 10s);
+  if (r.status != 200) {
+    const auto& e = r.body["error"];
+    fmt::print(stderr, "wanlab: rails set {}: {}\n", a.dc, e.value("message", r.body.dump()));
+    return e.value("code", "") == "internal" || e.value("code", "") == "kernel" ? 1 : 2;
+  }
+  fmt::print("rails of DC {}: {}\n", r.body.value("dc", a.dc), r.body.value("fabric", std::string{}));
   return 0;
 }
 

@@ -216,12 +216,13 @@ std::optional<api::UpOptions> up_options(const UpArgs& a, const core::Topology& 
     return std::nullopt;
   }
   options.netem = netlink::netem_available();
-  const auto backend = api::resolve_backend(a.backend, options.netem);
+  const auto backend = api::resolve_backend(a.backend, options.netem, core::has_rails(topo));
   if (backend == "kernel" && !options.netem)
     fmt::print("note: this kernel has no netem qdisc: WAN rates and queue limits are applied (HTB), but delay, "
                "jitter and loss are not; use --backend userspace (or auto) for them\n");
   if (a.backend == "auto" && backend == "userspace")
-    fmt::print("note: this kernel has no netem qdisc: the WAN runs in the userspace engine\n");
+    fmt::print("note: {}\n", options.netem ? "the lab has rails: the WAN and the rails run in the userspace engine"
+                                            : "this kernel has no netem qdisc: the WAN runs in the userspace engine");
   if (!a.router_only) {
     try {
       const auto cc = lab::choose_tcp_congestion(topo);

@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   // In the order `wanlab --help` lists them.
   std::vector<std::unique_ptr<Subcommand>> commands;
   for (auto* add : {add_up, add_run, add_bench, add_simulate, add_plan, add_memory, add_down, add_status, add_exec,
-                    add_launch, add_link, add_capture, add_dashboard, add_node_setup, add_compose})
+                    add_launch, add_link, add_rails, add_capture, add_dashboard, add_node_setup, add_compose})
     commands.push_back(add(app));
   ReplayCommands replay_commands(app);
   for (auto* add : {add_analyze, add_import_trace}) commands.push_back(add(app));

@@ -31,4 +31,18 @@ RailsBill rails_bill(const Dc& dc, const PortFigures& f) {
   return b;
 }
 
+nlohmann::json rails_bill_json(const Dc& dc) {
+  const auto bill = rails_bill(dc);
+  const auto part = [](const FabricBill& b) {
+    return nlohmann::json{{"tiers", b.tiers},          {"switch_ports", b.switch_ports}, {"transceivers", b.transceivers},
+                          {"ocs_ports", b.ocs_ports}, {"power_w", b.power_w},           {"cost_usd", b.cost_usd}};
+  };
+  return {{"endpoints", bill.packet.endpoints},
+          {"packet", part(bill.packet)},
+          {"ocs", part(bill.ocs)},
+          {"nic", {{"transceivers", bill.nic_transceivers}, {"power_w", bill.nic_power_w}, {"cost_usd", bill.nic_cost_usd}}},
+          {"power_ratio", bill.power_ratio()},
+          {"cost_ratio", bill.cost_ratio()}};
+}
+
 }  // namespace wanlab::core

@@ -627,6 +627,10 @@ const std::vector<std::string>& known_gpu_kinds() {
   return kinds;
 }
 
+bool has_rails(const Topology& topo) {
+  return std::any_of(topo.dcs.begin(), topo.dcs.end(), [](const Dc& dc) { return dc.fabric.kind == Fabric::Kind::rails; });
+}
+
 std::string node_name(const Dc& dc, int index) {
   return fmt::format("{}-{}", dc.name, index);
 }

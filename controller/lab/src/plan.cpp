@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "wanlab/core/diagnostics.hpp"
 #include "wanlab/lab/hosts.hpp"
 #include "wanlab/lab/naming.hpp"
 #include "wanlab/lab/wan_tc.hpp"
@@ -39,6 +40,16 @@ void plan_leaf(std::vector<Op>& ops, const std::string& ns, const std::string& i
     ops.push_back(AddPfifo{ns, ifname, cls, leaf, netem.limit});
 }
 
+// A namespace of the lab: IPv6 off, IPv4 forwarding as asked, loopback up.
+void plan_namespace(Plan& plan, const std::string& ns, bool forward) {
+  plan.ops.push_back(CreateNetns{ns});
+  plan.namespaces.push_back(ns);
+  plan.ops.push_back(SetSysctl{ns, "net/ipv6/conf/all/disable_ipv6", "1"});
+  plan.ops.push_back(SetSysctl{ns, "net/ipv6/conf/default/disable_ipv6", "1"});
+  plan.ops.push_back(SetSysctl{ns, "net/ipv4/ip_forward", forward ? "1" : "0"});
+  plan.ops.push_back(SetUp{ns, "lo"});
+}
+
 // Each DC's LAN: gateway namespace with a bridge, the uplink veth to the router, and one
 // namespace per node on the bridge.
 void plan_dc(const core::Topology& topo, std::size_t k, const PlanOptions& options, Plan& plan) {
@@ -50,12 +61,7 @@ void plan_dc(const core::Topology& topo, std::size_t k, const PlanOptions& optio
   const auto gw = ns_gateway(lab, dc.name);
   auto& ops = plan.ops;
 
-  ops.push_back(CreateNetns{gw});
-  plan.namespaces.push_back(gw);
-  ops.push_back(SetSysctl{gw, "net/ipv6/conf/all/disable_ipv6", "1"});
-  ops.push_back(SetSysctl{gw, "net/ipv6/conf/default/disable_ipv6", "1"});
-  ops.push_back(SetSysctl{gw, "net/ipv4/ip_forward", "1"});
-  ops.push_back(SetUp{gw, "lo"});
+  plan_namespace(plan, gw, true);
   ops.push_back(CreateVeth{router, if_router_to(dc.name), gw, if_gateway_wan(dc.name), mtu});
   if (options.rps_cpus) {
     ops.push_back(SetRps{router, if_router_to(dc.name), *options.rps_cpus});
@@ -130,6 +136,62 @@ void plan_dc(const core::Topology& topo, std::size_t k, const PlanOptions& optio
       plan_leaf(ops, ns, ifname, cls, leaf, lan_netem, options.netem);
     }
   }
+}
+
+// A DC's rails (docs/rails.md): a namespace for its rail switch (the userspace engine's
+// RailSwitch forwards between the ports there), and per node one port per rail: a veth
+// whose node end `rail<r>` has the node's rail address and hardware address, whose other
+// end `n<i>r<r>` the switch reads. The switch's namespace has no address and forwards
+// nothing itself. Segmentation and checksums happen in the node, so the switch sees
+// wire-sized frames.
+void plan_rails(const core::Topology& topo, std::size_t k, const PlanOptions& options, Plan& plan) {
+  const auto& dc = topo.dcs[k];
+  const int ik = static_cast<int>(k);
+  const auto rails = ns_rails(topo.name, dc.name);
+  auto& ops = plan.ops;
+  plan_namespace(plan, rails, false);
+  for (int i = 0; i < dc.nodes; ++i) {
+    const auto node_ns = ns_node(topo.name, core::node_name(dc, i));
+    for (int r = 0; r < dc.fabric.rails; ++r) {
+      const auto port = if_rail_port(i, r);
+      const auto nif = if_rail(r);
+      ops.push_back(CreateVeth{rails, port, node_ns, nif, topo.lan.mtu});
+      if (options.rps_cpus) {
+        ops.push_back(SetRps{rails, port, *options.rps_cpus});
+        ops.push_back(SetRps{node_ns, nif, *options.rps_cpus});
+      }
+      ops.push_back(DisableOffloads{node_ns, nif});
+      ops.push_back(SetMac{node_ns, nif, core::rail_mac(ik, r, i)});
+      ops.push_back(SetAlias{rails, port, fmt::format("wanlab {} {} rail {} port of {}", topo.name, dc.name, r,
+                                                      core::node_name(dc, i))});
+      ops.push_back(AddAddress{node_ns, nif, {core::rail_address(ik, r, i), 24}});
+      ops.push_back(SetUp{rails, port});
+      ops.push_back(SetUp{node_ns, nif});
+    }
+  }
+}
+
+// What of a topology's rails the lab cannot build, one diagnostic each (core::ConfigError).
+void check_rails(const core::Topology& topo, const PlanOptions& options) {
+  core::Diagnostics d(topo.source_file);
+  for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
+    const auto& dc = topo.dcs[k];
+    if (dc.fabric.kind != core::Fabric::Kind::rails) continue;
+    const auto at = fmt::format("/dcs/{}/fabric", k);
+    if (options.backend == Backend::kernel)
+      d.add(at, "the lab's rails are the userspace engine's rail switch (circuits and reconfigurations are not "
+                "qdiscs): bring the lab up with --backend userspace (auto picks it for rails)");
+    if (static_cast<int>(k) >= core::kMaxRailDcs)
+      d.add(at, fmt::format("a DC with rails must be among the topology's first {} DCs in the lab (its rails' "
+                            "addresses: docs/rails.md)",
+                            core::kMaxRailDcs));
+    if (dc.fabric.rails > core::kMaxRails)
+      d.add(at + "/rails", fmt::format("{} rails: the lab builds at most {} per DC", dc.fabric.rails, core::kMaxRails));
+    if (dc.nodes > core::kMaxRailNodes)
+      d.add(fmt::format("/dcs/{}/nodes", k),
+            fmt::format("{} nodes on rails: the lab builds at most {} nodes per rail", dc.nodes, core::kMaxRailNodes));
+  }
+  d.throw_if_any();
 }
 
 }  // namespace
@@ -210,25 +272,16 @@ const std::string& op_namespace(const Op& op) {
 }
 
 Plan plan_lab(const core::Topology& topo, const PlanOptions& options) {
-  // A DC's rails would be built as its ordinary bridge LAN: refused rather than ignored.
-  std::vector<core::Diagnostic> rails;
-  for (std::size_t k = 0; k < topo.dcs.size(); ++k)
-    if (topo.dcs[k].fabric.kind == core::Fabric::Kind::rails)
-      rails.push_back({topo.source_file, fmt::format("/dcs/{}/fabric", k),
-                       "the lab does not emulate rails yet (it would build the DC's bridge LAN); wanlab simulate "
-                       "models them (docs/rails.md)"});
-  if (!rails.empty()) throw core::ConfigError(std::move(rails));
+  check_rails(topo, options);
   Plan plan;
   const auto router = ns_router(topo.name);
-  plan.namespaces.push_back(router);
-  plan.ops.push_back(CreateNetns{router});
-  plan.ops.push_back(SetSysctl{router, "net/ipv6/conf/all/disable_ipv6", "1"});
-  plan.ops.push_back(SetSysctl{router, "net/ipv6/conf/default/disable_ipv6", "1"});
   // With the userspace backend the engine forwards between DCs, not the router's kernel.
   const bool kernel = options.backend == Backend::kernel;
-  plan.ops.push_back(SetSysctl{router, "net/ipv4/ip_forward", kernel ? "1" : "0"});
-  plan.ops.push_back(SetUp{router, "lo"});
-  for (std::size_t k = 0; k < topo.dcs.size(); ++k) plan_dc(topo, k, options, plan);
+  plan_namespace(plan, router, kernel);
+  for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
+    plan_dc(topo, k, options, plan);
+    if (topo.dcs[k].fabric.kind == core::Fabric::Kind::rails) plan_rails(topo, k, options, plan);
+  }
   if (kernel) {
     std::vector<std::string> ports;
     for (const auto& dc : topo.dcs) ports.push_back(if_router_to(dc.name));

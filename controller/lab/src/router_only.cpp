@@ -5,9 +5,20 @@
 #include <stdexcept>
 
 #include "wanlab/core/address_plan.hpp"
+#include "wanlab/core/diagnostics.hpp"
 
 namespace wanlab::lab {
 namespace {
+
+// The rail switch runs in a namespace lab's controller, on the rails' own veths.
+void refuse_rails(const core::Topology& topo) {
+  core::Diagnostics d(topo.source_file);
+  for (std::size_t k = 0; k < topo.dcs.size(); ++k)
+    if (topo.dcs[k].fabric.kind == core::Fabric::Kind::rails)
+      d.add(fmt::format("/dcs/{}/fabric", k), "a router-only lab (containers) does not emulate rails: bring the "
+                                              "topology up as a namespace lab (wanlab up) or simulate it");
+  d.throw_if_any();
+}
 
 std::string held(const std::vector<netlink::InterfaceAddress>& addresses) {
   std::vector<std::string> items;
@@ -47,6 +58,7 @@ std::vector<std::string> find_router_ports(const core::Topology& topo,
 }
 
 Plan plan_router(const core::Topology& topo, const std::vector<std::string>& ports, const PlanOptions& options) {
+  refuse_rails(topo);
   if (ports.size() != topo.dcs.size())
     throw std::invalid_argument(fmt::format("{} router ports for {} DCs", ports.size(), topo.dcs.size()));
   Plan plan;
@@ -127,6 +139,7 @@ std::vector<std::string> find_swarm_router_ports(const core::Topology& topo,
 }
 
 Plan plan_swarm_router(const core::Topology& topo, const std::vector<std::string>& ports, const PlanOptions& options) {
+  refuse_rails(topo);
   Plan plan = plan_router(topo, ports, options);
   for (std::size_t k = 0; k < topo.dcs.size(); ++k)
     plan.ops.push_back(AddRoute{kOwnNetns, core::dc_subnet(static_cast<int>(k)), core::Ipv4{0}, ports[k]});

@@ -73,19 +73,28 @@ nlohmann::json RunCoordinator::assignment(const std::string& node) const {
                        {"effective_flops", plan_.effective_flops.at(i)},
                        {"program", program::to_json(prog)}});
   }
+  std::string dc;
+  std::size_t my_dc = 0;
+  int my_node = -1;
+  for (std::size_t k = 0; k < topo_.dcs.size(); ++k)
+    for (int n = 0; n < topo_.dcs[k].nodes; ++n)
+      if (core::node_name(topo_.dcs[k], n) == node) {
+        dc = topo_.dcs[k].name;
+        my_dc = k;
+        my_node = n;
+      }
   nlohmann::json peer_list = nlohmann::json::array();
   for (int p : peers) {
     const auto& w = plan_.workers.at(static_cast<std::size_t>(p));
+    const int k = static_cast<int>(w.dc);
+    // A peer on another node of this DC's rails is reached on its GPU's rail (docs/rails.md).
+    const bool rails = w.dc == my_dc && w.node != my_node && topo_.dcs.at(w.dc).fabric.kind == core::Fabric::Kind::rails;
     peer_list.push_back({{"worker", p},
                          {"node", node_of(p)},
                          {"dc", topo_.dcs.at(w.dc).name},
-                         {"address", core::node_address(static_cast<int>(w.dc), w.node).to_string()},
+                         {"address", (rails ? core::rail_address(k, w.gpu, w.node) : core::node_address(k, w.node)).to_string()},
                          {"port", options_.data_port}});
   }
-  std::string dc;
-  for (const auto& d : topo_.dcs)
-    for (int n = 0; n < d.nodes; ++n)
-      if (core::node_name(d, n) == node) dc = d.name;
   nlohmann::json out{{"node", node},
           {"dc", dc},
           {"listen_port", options_.data_port},
@@ -104,7 +113,6 @@ nlohmann::json RunCoordinator::assignment(const std::string& node) const {
     // bursts of whole TCP windows that overflow the link's queue when the window opens.
     nlohmann::json pacing = nlohmann::json::object();
     const auto& sc = plan_.scenario;
-    const auto my_dc = topo_.dc_index(dc);
     for (const auto& l : topo_.links)
       if (l.src == my_dc)
         pacing[topo_.dcs.at(l.dst).name] = static_cast<std::uint64_t>(std::llround(

@@ -36,6 +36,7 @@
 #include "wanlab/netlink/node_entry.hpp"
 #include "wanlab/run/coordinator.hpp"
 #include "wanlab/run/results.hpp"
+#include "wanlab/run/run_rails.hpp"
 #include "wanlab/run/windows.hpp"
 #include "wanlab/workload/metrics.hpp"
 #include "wanlab/workload/plan.hpp"
@@ -139,6 +140,10 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     int iterations_seen = 0;
     std::int64_t iteration_end_ns = 0;
     double last_iteration_s = -1;
+    // The run's circuit plans per DC with rails (run_rails.hpp), set on the lab's rail switch.
+    std::map<std::size_t, shaping::RailPlan> rails;
+    std::int64_t rails_at_ns = 0;  // steady clock, when they were set
+    std::vector<shaping::RailSwitchStats> rails_at_start;  // the switch's counters then
   };
 
   boost::asio::io_context& ioc;
@@ -463,6 +468,9 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
           meta.rate_bps.push_back(static_cast<std::uint64_t>(static_cast<double>(l.params.rate.bps) * a->scenario.scale));
         auto summary = make_summary(co.plan(), lab.topology(), co.reports(), a->samples, meta);
         summary["tcp"] = tcp_summary(co.plan(), co.tcp());
+        if (!a->rails.empty())
+          summary["rails"] = rails_json(lab.topology(), a->rails_at_start, lab.rail_stats(), a->scenario.iterations,
+                                        static_cast<double>(steady_ns() - a->rails_at_ns) / 1e9);
         if (const auto now = read_host_cpu(); now && a->cpu_at_start)
           summary["host_cpu"] = host_cpu_json(*a->cpu_at_start, *now);
         if (!a->engine_at_start.empty())
@@ -510,6 +518,10 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     window_timer.cancel();
     try {
       lab.set_rate_scale(1.0);
+      if (!a->rails.empty()) {
+        for (const auto& [dc, rp] : a->rails) lab.set_rail_plan(dc, shaping::RailPlan{});
+        lab.set_rail_scale(1.0);
+      }
     } catch (const std::exception& e) {
       spdlog::warn("run {}: link rates not restored: {}", a->id, e.what());
     }
@@ -559,6 +571,7 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
                                               active->id, lab.topology().name, active->id));
     workload::Scenario scenario;
     workload::Plan plan;
+    std::map<std::size_t, shaping::RailPlan> rails;
     try {
       scenario = workload::load_scenario(r.scenario);
       if (r.connections) scenario.connections = *r.connections;
@@ -575,7 +588,15 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
                                    scenario.name, scenario.topology_path.string(), scen_topo.name, topo.name),
                        "scenario");
       plan = workload::build_plan(scenario, topo);
+      rails = rail_plans(plan);
+      if (!rails.empty() && !lab.has_rails())
+        throw ApiError(409, "no_rails", fmt::format("scenario {} runs on rails, but lab {} switches none (its backend "
+                                                    "is not the userspace engine)",
+                                                    scenario.name, topo.name),
+                       "scenario");
     } catch (const core::ConfigError& e) {
+      throw ApiError(400, "bad_scenario", e.what(), "scenario");
+    } catch (const std::invalid_argument& e) {
       throw ApiError(400, "bad_scenario", e.what(), "scenario");
     }
     auto a = std::make_unique<Active>();
@@ -592,6 +613,13 @@ struct RunManager::Impl : std::enable_shared_from_this<Impl> {
     co.windows = policy->exclusive();
     co.port_salt = (next_id * 17) % 64;
     lab.set_rate_scale(scenario.scale);
+    if (!rails.empty()) {
+      lab.set_rail_scale(scenario.scale);
+      for (const auto& [dc, rp] : rails) lab.set_rail_plan(dc, rp);
+      a->rails = std::move(rails);
+      a->rails_at_ns = steady_ns();
+      a->rails_at_start = lab.rail_stats();
+    }
     // The agents make the scenario's congestion control their nodes' default for the run;
     // a namespace may only pick one the host allows.
     if (const auto why = lab::allow_tcp_congestion(scenario.tcp_congestion); !why.empty())

@@ -43,7 +43,7 @@ EngineConfig engine_config(const core::Topology& topo, std::uint64_t seed, const
 
 UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
                                  const std::vector<const netlink::Netns*>& gateways, std::uint64_t seed,
-                                 const ThreadSched& sched) {
+                                 const ThreadSched& sched, std::vector<RailFabricConfig> rails) {
   EngineConfig cfg = engine_config(topo, seed, sched);
   for (std::size_t k = 0; k < topo.dcs.size(); ++k) {
     const auto& dc = topo.dcs[k];
@@ -55,6 +55,28 @@ UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netn
   }
   engine_ = std::make_unique<Engine>(router, std::move(cfg));
   engine_->start();
+  if (!rails.empty()) {
+    rails_ = std::make_unique<RailSwitch>(std::move(rails), sched, seed);
+    rails_->start();
+  }
+}
+
+void UserspaceShaper::set_rail_plan(std::size_t dc, RailPlan plan) {
+  if (!rails_) return LinkShaper::set_rail_plan(dc, std::move(plan));
+  rails_->set_plan(dc, std::move(plan));
+}
+
+void UserspaceShaper::set_rail_latency(std::size_t dc, Duration latency) {
+  if (!rails_) return LinkShaper::set_rail_latency(dc, latency);
+  rails_->set_latency(dc, latency);
+}
+
+void UserspaceShaper::set_rail_scale(double scale) {
+  if (rails_) rails_->set_rate_scale(scale);
+}
+
+std::vector<RailSwitchStats> UserspaceShaper::rail_stats() const {
+  return rails_ ? rails_->stats() : std::vector<RailSwitchStats>{};
 }
 
 UserspaceShaper::UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
@@ -146,6 +168,21 @@ std::vector<std::pair<std::string, std::uint64_t>> UserspaceShaper::stats() cons
                            {"open_gates", s.open_gates},
                            {"held_packets", s.held_packets},
                            {"gate_dropped", s.gate_dropped}});
+  // The rail switch, per DC with rails (its topology index in the name).
+  if (rails_)
+    for (const auto& r : rails_->stats()) {
+      const auto k = [&](const char* what) { return fmt::format("rails_dc{}_{}", r.dc, what); };
+      out.insert(out.end(), {{k("rx_frames"), r.rx_frames},
+                             {k("forwarded"), r.forwarded},
+                             {k("arp_replies"), r.arp_replies},
+                             {k("not_for_rails"), r.not_for_rails},
+                             {k("dropped_queue"), r.dropped_queue},
+                             {k("rx_ring_dropped"), r.rx_ring_dropped},
+                             {k("reconfigurations"), r.circuits.reconfigurations},
+                             {k("held_frames"), r.circuits.held_frames},
+                             {k("waiting"), r.circuits.waiting_now},
+                             {k("no_circuit"), r.circuits.no_circuit}});
+    }
   return out;
 }
 

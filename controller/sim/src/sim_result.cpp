@@ -127,14 +127,9 @@ nlohmann::json rails_json(const core::Topology& topo, const workload::Plan& plan
   if (result.rails.empty()) return nullptr;
   const double run_s = static_cast<double>(result.end_ns()) / 1e9;
   const int iterations = std::max(plan.scenario.iterations, 1);
-  const auto bill_json = [](const core::FabricBill& b) {
-    return nlohmann::json{{"tiers", b.tiers},          {"switch_ports", b.switch_ports}, {"transceivers", b.transceivers},
-                          {"ocs_ports", b.ocs_ports}, {"power_w", b.power_w},           {"cost_usd", b.cost_usd}};
-  };
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : result.rails) {
     const auto& dc = topo.dcs.at(r.dc);
-    const auto bill = core::rails_bill(dc);
     const double switching_s = static_cast<double>(r.reconfiguring_ns) / 1e9;
     out.push_back({{"dc", dc.name},
                    {"fabric", core::to_string(dc.fabric)},
@@ -146,15 +141,7 @@ nlohmann::json rails_json(const core::Topology& topo, const workload::Plan& plan
                    {"reconfiguring_s", switching_s},
                    {"reconfiguring_fraction", run_s > 0 ? switching_s / run_s : 0.0},
                    {"held_transfers", r.held},
-                   {"bill",
-                    {{"endpoints", bill.packet.endpoints},
-                     {"packet", bill_json(bill.packet)},
-                     {"ocs", bill_json(bill.ocs)},
-                     {"nic", {{"transceivers", bill.nic_transceivers},
-                              {"power_w", bill.nic_power_w},
-                              {"cost_usd", bill.nic_cost_usd}}},
-                     {"power_ratio", bill.power_ratio()},
-                     {"cost_ratio", bill.cost_ratio()}}}});
+                   {"bill", core::rails_bill_json(dc)}});
   }
   return out;
 }

@@ -207,6 +207,9 @@ Op ring_allreduce(const Plan& plan, std::vector<int> ring, std::uint64_t bytes) 
   bool one_dc = true;
   for (int id : ar.ring) one_dc = one_dc && plan.workers.at(static_cast<std::size_t>(id)).dc == dc;
   ar.bytes = scaled_bytes(bytes, one_dc ? run_lan_scale(plan.scenario) : plan.scenario.scale);
+  // Rendezvous transfers (gloo, NCCL): the ring's members start together, each step's
+  // chunk leaving once its receiver is in the collective (program.hpp).
+  ar.rendezvous = plan.scenario.send_mode == SendMode::rendezvous;
   return ar;
 }
 

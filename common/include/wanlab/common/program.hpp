@@ -19,6 +19,10 @@
 //   allreduce: ring all-reduce of a `bytes` buffer among `ring` (worker ids in ring
 //              order, this worker included): 2(n-1) steps, each sending bytes/n to the
 //              next rank and receiving bytes/n from the previous one. Blocks the worker.
+//              With `rendezvous` set, the first step's chunk leaves only once the next
+//              rank has reached the all-reduce and its notice has crossed back (NCCL's and
+//              gloo's receivers grant the credit), so the ring's members start together, as
+//              the simulator's collectives do; without it the chunk leaves at once.
 //   A backward's `part` says which gradients it computes: both (full), only the input's
 //   (zero-bubble's B) or only the weights' (its W, which no other op waits for); each
 //   half costs one pass of the forward GEMMs. A compute op's `chunk` names the model
@@ -52,7 +56,7 @@ struct Op {
   std::uint64_t bytes = 0;   // send/recv: payload; allreduce: the buffer each rank holds
   std::uint32_t tag = 0;     // send/recv: matches a send to its recv
   std::vector<int> ring;     // allreduce: worker ids in ring order, this worker included
-  bool rendezvous = false;   // send: wait for the receiver's recv to be posted; recv: say so (above)
+  bool rendezvous = false;   // send: wait for the receiver's recv to be posted; recv: say so; allreduce: both, first step (above)
   int chunk = 0;             // forward/backward: the model chunk (0 without interleaving)
   BackwardPart part = BackwardPart::full;  // backward: which gradients
   bool operator==(const Op&) const = default;

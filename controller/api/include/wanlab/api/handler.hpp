@@ -62,6 +62,11 @@ struct LinkChange {
   bool empty() const { return !delay && !jitter && !loss && !loss_burst && !rate && !queue; }
 };
 
+/// A change of a DC's rails in place (POST /v1/rails/{dc}).
+struct RailsChange {
+  std::optional<Duration> reconfiguration;  // OCS rails: how long a change of circuits takes
+};
+
 /// A trace replay to start on a directed link.
 struct ReplayRequest {
   std::string src, dst;
@@ -108,6 +113,8 @@ class Controller {
   // Trace replay. The defaults answer 501, for controllers that do not replay.
   /// Starts (or restarts) a replay; returns its status. Throws ApiError for unknown links
   /// and invalid traces (400, the message listing every problem with line and column).
+  /// Changes DC `dc`'s rails in place (the lab's rail switch); answers the DC's fabric.
+  virtual nlohmann::json set_rails(const std::string& dc, const RailsChange& change);
   virtual nlohmann::json start_replay(const ReplayRequest& request);
   /// {"replays": [...]}.
   virtual nlohmann::json replays();

@@ -65,8 +65,9 @@ struct UpOptions {
   std::optional<std::string> tcp_congestion{};
 };
 
-/// auto picks kernel where netem exists, userspace elsewhere.
-std::string resolve_backend(const std::string& requested, bool netem);
+/// auto picks kernel where netem exists, userspace elsewhere and for a topology with rails
+/// (the rail switch is the userspace engine's).
+std::string resolve_backend(const std::string& requested, bool netem, bool rails = false);
 
 class LabController final : public Controller, public RunLab {
  public:
@@ -118,6 +119,13 @@ class LabController final : public Controller, public RunLab {
   void set_flows(std::size_t src, std::size_t dst, const std::vector<shaping::GatedFlow>& flows) override;
   void set_gate(std::size_t src, std::size_t dst, int flow, bool open) override;
   std::vector<shaping::FlowCounters> flow_counters(std::size_t src, std::size_t dst) override;
+  /// A DC's OCS rails' reconfiguration latency, in place (the topology keeps it: status shows it).
+  nlohmann::json set_rails(const std::string& dc, const RailsChange& change) override;
+  // The rails (shaping::LinkShaper's): RunLab's.
+  bool has_rails() const override;
+  void set_rail_plan(std::size_t dc, shaping::RailPlan plan) override;
+  void set_rail_scale(double scale) override;
+  std::vector<shaping::RailSwitchStats> rail_stats() override;
 
   /// Removes the lab's kernel objects (idempotent), replays stopped first. The state folder
   /// is the caller's.

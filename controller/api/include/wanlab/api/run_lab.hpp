@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -34,6 +35,16 @@ class RunLab {
   virtual void set_flows(std::size_t src, std::size_t dst, const std::vector<shaping::GatedFlow>& flows) = 0;
   virtual void set_gate(std::size_t src, std::size_t dst, int flow, bool open) = 0;
   virtual std::vector<shaping::FlowCounters> flow_counters(std::size_t src, std::size_t dst) = 0;
+  /// The lab's rails (shaping::RailSwitch), where the topology has them: a run's circuit
+  /// plan per DC with rails, its port rates' scale, and the switch's counters. A lab
+  /// without rails has none (set_rail_plan throws std::runtime_error).
+  virtual bool has_rails() const { return false; }
+  virtual void set_rail_plan(std::size_t dc, shaping::RailPlan plan) {
+    (void)plan;
+    throw std::runtime_error("DC " + std::to_string(dc) + ": this lab switches no rails");
+  }
+  virtual void set_rail_scale(double /*scale*/) {}
+  virtual std::vector<shaping::RailSwitchStats> rail_stats() { return {}; }
   /// The run in progress (nullopt: none), written to the state file at once.
   virtual void record_run(std::optional<lab::RunRecord> run) = 0;
   /// The recorded run's progress, written with the lab's next state flush.

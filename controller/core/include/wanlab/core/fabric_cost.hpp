@@ -4,6 +4,8 @@
 // topology; the per-port figures are inputs, so a reader with other quotes can redo it.
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "wanlab/core/topology.hpp"
 
 namespace wanlab::core {
@@ -48,5 +50,8 @@ struct RailsBill {
 /// steers the NIC's light). Figures per 400 Gbit/s port, scaled linearly with the rail's
 /// port rate.
 RailsBill rails_bill(const Dc& dc, const PortFigures& figures = {});
+
+/// summary.json `rails[].bill` (the simulator's runs and the lab's): the DC's rails_bill().
+nlohmann::json rails_bill_json(const Dc& dc);
 
 }  // namespace wanlab::core

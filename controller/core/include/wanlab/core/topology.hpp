@@ -126,6 +126,9 @@ const std::vector<std::string>& known_gpu_kinds();
 /// "<dc>-<index>", e.g. "use-0".
 std::string node_name(const Dc& dc, int index);
 
+/// Whether a DC of the topology has rails (docs/rails.md).
+bool has_rails(const Topology& topo);
+
 /// Reads, parses and validates a topology file. Throws ConfigError listing every problem
 /// (unreadable file, bad JSON with line/column, and all validation errors at once).
 Topology load_topology(const std::filesystem::path& file);

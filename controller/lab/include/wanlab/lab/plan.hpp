@@ -85,7 +85,9 @@ struct Plan {
   std::vector<Op> ops;                  // in order
 };
 
-/// Throws core::ConfigError for a DC whose fabric is rails (not emulated yet: docs/rails.md).
+/// A DC whose fabric is rails also gets its rail switch's namespace and every node's rail
+/// ports (docs/rails.md). Throws core::ConfigError for rails the lab cannot build (the
+/// kernel backend; beyond the rails' address plan).
 Plan plan_lab(const core::Topology& topo, const PlanOptions& options);
 
 /// The WAN links' traffic control (kernel backend): on the router's egress toward each

@@ -69,6 +69,7 @@ class DaemonController final : public api::Controller {
     runs_.close();
     return lab_.shutdown();
   }
+  nlohmann::json set_rails(const std::string& dc, const api::RailsChange& c) override { return lab_.set_rails(dc, c); }
   nlohmann::json start_replay(const api::ReplayRequest& r) override { return lab_.start_replay(r); }
   nlohmann::json replays() override { return lab_.replays(); }
   nlohmann::json stop_replays(const std::optional<std::pair<std::string, std::string>>& l) override {

@@ -10,6 +10,7 @@
 
 #include "wanlab/common/units.hpp"
 #include "wanlab/core/topology.hpp"
+#include "wanlab/shaping/rail_switch.hpp"
 
 namespace wanlab::shaping {
 
@@ -96,6 +97,17 @@ class LinkShaper {
   /// How the backend's own thread is scheduled (the userspace engine's: "SCHED_FIFO 50");
   /// empty where it has none.
   virtual std::string scheduling() const { return {}; }
+
+  // The lab's rails (rail_switch.hpp), where the topology has them: the userspace backend's.
+  /// Whether this lab's DCs with rails are switched here.
+  virtual bool has_rails() const { return false; }
+  /// A run's circuit plan for DC `dc`'s rails (RailSwitch::set_plan).
+  virtual void set_rail_plan(std::size_t dc, RailPlan plan);
+  /// DC `dc`'s OCS reconfiguration latency, in place (RailSwitch::set_latency).
+  virtual void set_rail_latency(std::size_t dc, Duration latency);
+  /// The rails' port rates x `scale` (a run's scale; 1 restores them).
+  virtual void set_rail_scale(double /*scale*/) {}
+  virtual std::vector<RailSwitchStats> rail_stats() const { return {}; }
 };
 
 }  // namespace wanlab::shaping

@@ -4,6 +4,7 @@
 #include "wanlab/core/topology.hpp"
 #include "wanlab/shaping/engine.hpp"
 #include "wanlab/shaping/link_shaper.hpp"
+#include "wanlab/shaping/rail_switch.hpp"
 
 namespace wanlab::shaping {
 
@@ -23,9 +24,11 @@ class UserspaceShaper final : public LinkShaper {
  public:
   /// `router` and `gateways` (per DC index) are the lab's namespaces; the router must not
   /// forward in the kernel (the lab plan for this backend turns forwarding off there).
+  /// `rails`: the DCs with rails and their switches' namespaces (rail_switch.hpp), switched
+  /// by a RailSwitch thread beside the engine's, under the same scheduling.
   UserspaceShaper(const core::Topology& topo, const netlink::Netns& router,
                   const std::vector<const netlink::Netns*>& gateways, std::uint64_t seed,
-                  const ThreadSched& sched = default_engine_sched());
+                  const ThreadSched& sched = default_engine_sched(), std::vector<RailFabricConfig> rails = {});
   /// A router-only lab (lab/router_only.hpp): the engine runs in `router` on `ports[k]`
   /// (toward DC k; IPv4 forwarding off there) and sends each frame straight to its
   /// destination node, at the node's hardware address from the address plan
@@ -45,9 +48,15 @@ class UserspaceShaper final : public LinkShaper {
   std::vector<FlowCounters> flow_counters(const core::Topology& topo, const core::WanLink& link) override;
   std::vector<std::pair<std::string, std::uint64_t>> stats() const override;
   std::string scheduling() const override { return engine_->scheduling(); }
+  bool has_rails() const override { return rails_ != nullptr; }
+  void set_rail_plan(std::size_t dc, RailPlan plan) override;
+  void set_rail_latency(std::size_t dc, Duration latency) override;
+  void set_rail_scale(double scale) override;
+  std::vector<RailSwitchStats> rail_stats() const override;
 
  private:
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<RailSwitch> rails_;
 };
 
 }  // namespace wanlab::shaping
