@@ -71,7 +71,8 @@ TEST_CASE("bench: two-dc-1b under fair with 1 and 2 connections and the DP-acros
   std::ifstream md_file(out / "bench.md");
   const std::string md((std::istreambuf_iterator<char>(md_file)), std::istreambuf_iterator<char>());
   for (const auto& n : names) CHECK(md.find("| " + n) != std::string::npos);
-  CHECK(r.out.find("| fair-k1 (baseline) |") != std::string::npos);  // the table on stdout too
+  // The table on stdout too (a run the engine fell behind in is marked "(degraded)" after it).
+  CHECK(r.out.find("| fair-k1 (baseline)") != std::string::npos);
 
   // The plots again from the folder alone.
   fs::remove(out / "plots/timelines.svg");

@@ -26,12 +26,14 @@ constexpr const char* kLab = "wlrails";
 
 fs::path tmp(const std::string& name) { return fs::temp_directory_path() / name; }
 
-// The shipped rails lab (topologies/rails-lab.json) under this test's lab name, its port rate `rate`.
-std::string write_topology(const std::string& rate) {
+// The shipped rails lab (topologies/rails-lab.json) under this test's lab name, its port rate
+// `rate` and OCS reconfiguration `latency`.
+std::string write_topology(const std::string& rate, const std::string& latency = "1ms") {
   std::ifstream in(std::string(WANLAB_SOURCE_DIR) + "/topologies/rails-lab.json");
   auto doc = nlohmann::json::parse(in);
   doc["name"] = kLab;
   doc["dcs"][0]["fabric"]["port_rate"] = rate;
+  doc["dcs"][0]["fabric"]["reconfiguration"] = latency;
   const auto path = tmp(std::string(kLab) + ".json");
   std::ofstream(path) << doc.dump(2);
   return path.string();
@@ -120,7 +122,9 @@ TEST_CASE("a rails lab: ping and iperf3 cross a rail at its port rate; down leav
 
 TEST_CASE("a run on OCS rails switches circuits at phase boundaries; packet rails never hold",
           "[netns][rails][run]") {
-  const auto topo = write_topology("100Gbit");
+  // 10 ms a reconfiguration: the switching shows on the clock (+10.7 % in
+  // bench/results/2026-12-01-rails-lab.md; 1 ms is within the lab's run-to-run spread).
+  const auto topo = write_topology("100Gbit", "10ms");
   LabGuard lab(topo);
   const auto phase = run_scenario(write_scenario("rails-lab-phase", topo, "phase"), tmp("wlrails-phase"));
   const auto packet = run_scenario(write_scenario("rails-lab-phase", topo, "packet"), tmp("wlrails-packet"));
@@ -135,7 +139,7 @@ TEST_CASE("a run on OCS rails switches circuits at phase boundaries; packet rail
   // all-reduce's ring) each need their circuits.
   CHECK(rp.at("reconfigurations_per_iteration").get<double>() >= 3);
   CHECK(rp.at("reconfiguring_s").get<double>() ==
-        Approx(rp.at("reconfigurations").get<double>() * 1e-3));  // 1 ms each
+        Approx(rp.at("reconfigurations").get<double>() * 10e-3));  // 10 ms each
   CHECK(rp.at("held_frames").get<std::uint64_t>() > 0);
   CHECK(rp.at("no_circuit") == 0);
   CHECK(rp.at("held_dropped") == 0);
@@ -146,7 +150,7 @@ TEST_CASE("a run on OCS rails switches circuits at phase boundaries; packet rail
   const double bp = rp.at("bytes").get<double>(), bk = rk.at("bytes").get<double>();
   CHECK(bp > 0);
   CHECK(bp == Approx(bk).epsilon(0.02));
-  // Waiting for circuits costs time; it never makes a run faster.
+  // Waiting for circuits costs time: at 10 ms a switch, more than the lab's spread (2-4 %).
   CHECK(phase.at("iteration_time_s").at("mean").get<double>() >
-        0.98 * packet.at("iteration_time_s").at("mean").get<double>());
+        1.02 * packet.at("iteration_time_s").at("mean").get<double>());
 }
