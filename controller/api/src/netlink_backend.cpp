@@ -73,15 +73,12 @@ class NetlinkLabBackend final : public LabBackend {
       const auto& dc = topo.dcs[k];
       if (dc.fabric.kind != core::Fabric::Kind::rails) continue;
       rails.push_back({.dc = k,
-                       .dc_name = dc.name,
                        .ns = &kernel_->netns(lab::ns_rails(topo.name, dc.name)),
                        .nodes = dc.nodes,
                        .rails = dc.fabric.rails,
                        .port_rate = dc.fabric.port_rate,
                        .delay = topo.lan.delay,
-                       .ocs = dc.fabric.ocs(),
-                       .reconfiguration = dc.fabric.reconfiguration,
-                       .mtu = topo.lan.mtu});
+                       .reconfiguration = dc.fabric.reconfiguration});
     }
     return std::make_unique<shaping::UserspaceShaper>(topo, router, gateways, options_.seed, engine_sched_,
                                                       std::move(rails));

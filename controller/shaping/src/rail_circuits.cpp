@@ -97,7 +97,6 @@ RailCircuits::Verdict RailCircuits::classify(std::uint32_t handle, int a, int b,
   }
   waiting_.push_back({handle, c, data});
   ++stats_.held_frames;
-  // The flow's bytes count from when they cross, not while they wait.
   maybe_switch(now);
   return Verdict::held;
 }

@@ -21,6 +21,7 @@
 #include "wanlab/common/indexed_heap.hpp"
 #include "wanlab/common/unique_fd.hpp"
 #include "wanlab/core/address_plan.hpp"
+#include "wanlab/lab/naming.hpp"
 #include "wanlab/shaping/link_model.hpp"
 #include "wanlab/shaping/packet_socket.hpp"
 
@@ -142,31 +143,28 @@ struct RailSwitch::Impl {
     slot_src.assign(slots, 0);
     slot_dst.assign(slots, 0);
     slot_data.assign(slots, 0);
-    // Sockets opened in parallel: each ring's setup waits for an RCU grace period.
+    // Sockets opened in parallel (16 at a time): each ring's setup waits for an RCU grace period.
     std::vector<std::thread> threads;
-    std::vector<std::exception_ptr> errors;
-    for (auto& f : fabrics) f.sockets.resize(static_cast<std::size_t>(f.cfg.nodes * f.cfg.rails));
-    for (auto& f : fabrics)
-      for (int node = 0; node < f.cfg.nodes; ++node)
-        for (int r = 0; r < f.cfg.rails; ++r) errors.emplace_back();
-    std::size_t e = 0;
-    for (auto& f : fabrics)
-      for (int node = 0; node < f.cfg.nodes; ++node)
-        for (int r = 0; r < f.cfg.rails; ++r) {
-          const std::size_t i = e++;
-          threads.emplace_back([&, i, node, r, fp = &f] {
-            try {
-              fp->sockets[static_cast<std::size_t>(node * fp->cfg.rails + r)] = std::make_unique<PacketSocket>(
-                  *fp->cfg.ns, fmt::format("n{}r{}", node, r), kPortRing, 0, ring_max_frame(kPortRing));
-            } catch (...) {
-              errors[i] = std::current_exception();
-            }
-          });
-          if (threads.size() >= 16) {
-            for (auto& t : threads) t.join();
-            threads.clear();
+    std::vector<std::exception_ptr> errors(ports);  // sized before any thread writes to it
+    std::size_t opened = 0;  // sockets asked for so far: each thread's slot in `errors`
+    for (auto& f : fabrics) {
+      f.sockets.resize(static_cast<std::size_t>(f.cfg.nodes * f.cfg.rails));
+      for (std::size_t p = 0; p < f.sockets.size(); ++p, ++opened) {
+        threads.emplace_back([&, slot = opened, p, fp = &f] {
+          try {
+            const int node = static_cast<int>(p) / fp->cfg.rails, rail = static_cast<int>(p) % fp->cfg.rails;
+            fp->sockets[p] = std::make_unique<PacketSocket>(*fp->cfg.ns, lab::if_rail_port(node, rail), kPortRing, 0,
+                                                            ring_max_frame(kPortRing));
+          } catch (...) {
+            errors[slot] = std::current_exception();
           }
+        });
+        if (threads.size() >= 16) {
+          for (auto& t : threads) t.join();
+          threads.clear();
         }
+      }
+    }
     for (auto& t : threads) t.join();
     for (auto& err : errors)
       if (err) std::rethrow_exception(err);
@@ -307,7 +305,6 @@ struct RailSwitch::Impl {
     pool->meta(*slot) = {len, len, 1};
     slot_src[*slot] = static_cast<std::uint32_t>(port);
     slot_dst[*slot] = static_cast<std::uint32_t>(dst);
-    slot_data[*slot] = f.circuits->counts(info.payload);
     classify(fi, *slot, now, &info);
   }
 

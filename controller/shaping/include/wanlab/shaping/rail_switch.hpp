@@ -29,14 +29,11 @@ namespace wanlab::shaping {
 /// One DC's rails as the switch builds them.
 struct RailFabricConfig {
   std::size_t dc = 0;  // the DC's index in the topology
-  std::string dc_name;
   const netlink::Netns* ns = nullptr;  // its rail-switch namespace
   int nodes = 0, rails = 0;
   Rate port_rate{};
   Duration delay{};        // the topology's LAN delay, switch to port
-  bool ocs = false;
-  Duration reconfiguration{};
-  int mtu = 1500;
+  Duration reconfiguration{};  // OCS: how long a change of circuits takes (a run's plan decides whether it switches)
 };
 
 struct RailSwitchStats {
