@@ -119,6 +119,8 @@ TEST_CASE("replay status JSON: position, next step, lateness", "[unit][api][repl
   p.next = replay::Due{2, 2, 24s};
   p.applied = 8;
   p.lateness = {8, 52us, 180us, 250us};
+  p.apply_time = {8, 12us, 40us, 50us};
+  p.wake_time = {8, 40us, 140us, 200us};
   const auto j = api::replay_status_json(p, trace, 100s + 22500ms);
   CHECK(j["state"] == "running");
   CHECK(j["mode"] == "loop");
@@ -132,6 +134,9 @@ TEST_CASE("replay status JSON: position, next step, lateness", "[unit][api][repl
   CHECK(j["lateness_ms"]["p50"].get<double>() == Approx(0.052));
   CHECK(j["lateness_ms"]["p99"].get<double>() == Approx(0.18));
   CHECK(j["lateness_ms"]["max"].get<double>() == Approx(0.25));
+  CHECK(j["apply_ms"]["p50"].get<double>() == Approx(0.012));
+  CHECK(j["wake_ms"]["p50"].get<double>() == Approx(0.04));
+  CHECK(j["wake_ms"]["max"].get<double>() == Approx(0.2));
   CHECK_FALSE(j.contains("last_error"));
   p.state = replay::ReplayState::finished;
   p.next.reset();

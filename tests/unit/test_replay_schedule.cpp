@@ -131,6 +131,11 @@ TEST_CASE("replayer: loop goes on until stopped; lateness is measured", "[unit][
   CHECK(p.lateness.p50 == 320us);  // oversleep + the step's cost
   CHECK(p.lateness.p99 == 320us);
   CHECK(p.lateness.max == 320us);
+  // Split into the wake-up and the step's own cost.
+  CHECK(p.wake_time.p50 == 300us);
+  CHECK(p.wake_time.max == 300us);
+  CHECK(p.apply_time.p50 == 20us);
+  CHECK(p.apply_time.max == 20us);
 }
 
 TEST_CASE("replayer: a runner late by whole steps merges them and keeps to the schedule", "[unit][replay]") {

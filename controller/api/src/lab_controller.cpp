@@ -554,7 +554,9 @@ nlohmann::json replay_status_json(const replay::ReplayProgress& p, const replay:
                       {"lateness_ms",
                        {{"p50", ms(p.lateness.p50)}, {"p99", ms(p.lateness.p99)}, {"max", ms(p.lateness.max)}}},
                       {"apply_ms",
-                       {{"p50", ms(p.apply_time.p50)}, {"p99", ms(p.apply_time.p99)}, {"max", ms(p.apply_time.max)}}}};
+                       {{"p50", ms(p.apply_time.p50)}, {"p99", ms(p.apply_time.p99)}, {"max", ms(p.apply_time.max)}}},
+                      {"wake_ms",
+                       {{"p50", ms(p.wake_time.p50)}, {"p99", ms(p.wake_time.p99)}, {"max", ms(p.wake_time.max)}}}};
   if (p.state == replay::ReplayState::running) {
     j["elapsed_ms"] = ms(elapsed);
     j["position_ms"] = ms(trace.mode == replay::EndMode::loop && trace.end ? elapsed % *trace.end : elapsed);

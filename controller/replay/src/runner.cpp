@@ -104,8 +104,10 @@ void Replayer::run(const std::atomic<bool>& stop) {
     std::lock_guard lock(mutex_);
     histogram_.add(applied_at - (start + target.at));
     apply_histogram_.add(applied_at - apply_start);
+    wake_histogram_.add(apply_start - (start + target.at));
     progress_.lateness = histogram_.summary();
     progress_.apply_time = apply_histogram_.summary();
+    progress_.wake_time = wake_histogram_.summary();
     progress_.last = target;
     progress_.next = due;
     progress_.applied++;

@@ -60,7 +60,8 @@ struct ReplayProgress {
   std::uint64_t failed = 0;   // apply calls that threw
   std::string last_error;
   LatenessSummary lateness;    // over every apply call so far
-  LatenessSummary apply_time;  // of which the apply call itself (the rest: waking up)
+  LatenessSummary apply_time;  // of which the apply call itself
+  LatenessSummary wake_time;   // and the wake-up: the apply call's start - scheduled time
 };
 
 class Replayer {
@@ -88,6 +89,7 @@ class Replayer {
   ReplayProgress progress_;
   LatenessHistogram histogram_;
   LatenessHistogram apply_histogram_;
+  LatenessHistogram wake_histogram_;
 };
 
 struct ReplayThreadOptions {
