@@ -548,19 +548,26 @@ TEST_CASE("bench.md: the rails table, and rails entries that are not what they s
   json variants = json::array({{{"name", "fair-k1"}, {"summary", {{"rails", rails}}}},
                                {{"name", "atlas-k1"}, {"summary", json::object()}}});
   auto md = markdown({{"scenario", "s"}, {"baseline", "fair-k1"}, {"variants", variants}});
-  CHECK_THAT(md, Contains("| fair-k1 | a | rails (ocs, 8 x 400Gbit, 10us) | phase | 82.5 | 1.23 | 7 transfers | 12.5 / 0.5 | "
+  CHECK_THAT(md, Contains("| fair-k1 | a | rails (ocs, 8 x 400Gbit, 10us) | phase | 82.5 | 1.23 | 7 transfers | 12.5 / 0.500 | "
                           "25.0x | 400 / 100 | 4.0x |"));
   // A lab run's rail switch holds frames, not transfers.
   json lab_rails = rails;
   lab_rails[0].erase("held_transfers");
   lab_rails[0]["held_frames"] = 4321;
   CHECK_THAT(markdown({{"scenario", "s"}, {"variants", json::array({{{"name", "fair-k1"}, {"summary", {{"rails", lab_rails}}}}})}}),
-             Contains("| 82.5 | 1.23 | 4321 frames | 12.5 / 0.5 |"));
+             Contains("| 82.5 | 1.23 | 4321 frames | 12.5 / 0.500 |"));
+  // A lab-sized fabric (8 ports) draws tens of watts: three significant digits, not 0.0.
+  lab_rails[0]["bill"] = {{"packet", {{"power_w", 161.6}, {"cost_usd", 12800.0}}},
+                          {"ocs", {{"power_w", 6.4}, {"cost_usd", 3200.0}}},
+                          {"power_ratio", 25.3},
+                          {"cost_ratio", 4.0}};
+  CHECK_THAT(markdown({{"scenario", "s"}, {"variants", json::array({{{"name", "fair-k1"}, {"summary", {{"rails", lab_rails}}}}})}}),
+             Contains("| 4321 frames | 0.162 / 0.006 | 25.3x | 12.8 / 3.20 | 4.0x |"));
   CHECK_THAT(md, !Contains("| atlas-k1 | a |"));
   // No variant on rails: no table.
   CHECK_THAT(markdown({{"scenario", "s"}, {"variants", json::array({variants[1]})}}), !Contains("Rails ("));
   // A hand-edited bench.json: entries that are not objects are left out, missing figures are 0.
   variants[0]["summary"]["rails"] = json::array({42, {{"dc", "b"}, {"bill", "none"}}});
   md = markdown({{"scenario", "s"}, {"variants", variants}});
-  CHECK_THAT(md, Contains("| fair-k1 | b | ? | ? | 0.0 | 0.00 | 0 transfers | 0.0 / 0.0 | 0.0x | 0 / 0 | 0.0x |"));
+  CHECK_THAT(md, Contains("| fair-k1 | b | ? | ? | 0.0 | 0.00 | 0 transfers | 0.000 / 0.000 | 0.0x | 0.000 / 0.000 | 0.0x |"));
 }

@@ -57,6 +57,15 @@ void degraded_section(const json& degraded, std::string& md) {
   }
 }
 
+// Kilo-units without an exponent: three significant digits from 1 k up, to the unit below
+// (a lab's 8-port fabric draws watts to tens of watts, 0.040 kW; a paper-scale one hundreds
+// of kilowatts).
+std::string kilo(double x) {
+  const double k = x / 1e3;
+  const int decimals = k >= 100 ? 0 : k >= 10 ? 1 : k >= 1 ? 2 : 3;
+  return fmt::format("{:.{}f}", k, decimals);
+}
+
 // The rails of the variants' DCs (summary.json "rails"): what switching
 // circuits cost the run, and the rails' network power and cost as OCS against packet switches.
 void rails_section(const json& bench, std::string& md) {
@@ -76,14 +85,13 @@ void rails_section(const json& bench, std::string& md) {
       // The simulator holds transfers, the lab's rail switch frames.
       const auto held = r.contains("held_frames") ? fmt::format("{} frames", r.value("held_frames", 0))
                                                   : fmt::format("{} transfers", r.value("held_transfers", 0));
-      md += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.2f} | {} | {:.1f} / {:.1f} | {:.1f}x | {:.0f} / {:.0f} | {:.1f}x |\n",
+      md += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.2f} | {} | {} / {} | {:.1f}x | {} / {} | {:.1f}x |\n",
                         v.value("name", std::string{"?"}), r.value("dc", std::string{"?"}),
                         r.value("fabric", std::string{"?"}), r.value("policy", std::string{"?"}),
                         r.value("reconfigurations_per_iteration", 0.0), 100 * r.value("reconfiguring_fraction", 0.0),
-                        held, packet.value("power_w", 0.0) / 1e3,
-                        ocs.value("power_w", 0.0) / 1e3, b.value("power_ratio", 0.0),
-                        packet.value("cost_usd", 0.0) / 1e3, ocs.value("cost_usd", 0.0) / 1e3,
-                        b.value("cost_ratio", 0.0));
+                        held, kilo(packet.value("power_w", 0.0)), kilo(ocs.value("power_w", 0.0)),
+                        b.value("power_ratio", 0.0), kilo(packet.value("cost_usd", 0.0)),
+                        kilo(ocs.value("cost_usd", 0.0)), b.value("cost_ratio", 0.0));
     }
   }
 }
