@@ -83,7 +83,7 @@ old=$(jq -r '.links[] | select(.src == "use" and .dst == "euw") | .delay' "$stat
 back=$(jq -r '.links[] | select(.src == "euw" and .dst == "use") | .delay' "$status_json")
 new_ms=$(awk -v d="$(ms_of "$old")" 'BEGIN { printf "%.3f", d + 25 }')
 a link set use euw --delay "${new_ms}ms" >/dev/null || fail "wanlab --api link set failed"
-node_exec() { "$W" exec "$1" -- "${@:2}"; }
+node_exec() { "$W" exec --lab "$lab" "$1" -- "${@:2}"; }
 on_quiet_host "RTT after link set through the API" check_rtt_after_link_set use euw "$new_ms" "$back"
 a link set use euw --delay "$old" >/dev/null || fail "wanlab --api link set (back) failed"
 a replay --stop | grep -q "no replay was running in lab $lab" || fail "wanlab --api replay --stop: unexpected answer"

@@ -93,7 +93,10 @@ TEST_CASE("a two-DC run: bytes on the WAN are the scenario's, results are comple
   for (const auto& t : s.at("tcp")) {
     INFO(t.dump());
     CHECK(t.at("connections") == 2 * 4 * 2);
-    CHECK(t.at("cwnd_segments").at("min").get<double>() >= 2);
+    // One connection may end at 1 segment, where a retransmission timeout leaves Linux's
+    // window (seen once in CI's netns tier); the typical one is larger.
+    CHECK(t.at("cwnd_segments").at("min").get<double>() >= 1);
+    CHECK(t.at("cwnd_segments").at("p50").get<double>() >= 2);
     CHECK(t.at("srtt_ms").at("p50").get<double>() >= 20);  // the WAN's RTT at least
     CHECK(t.at("srtt_ms").at("p50").get<double>() < 1000);
     CHECK(t.at("mss").get<double>() > 1000);
