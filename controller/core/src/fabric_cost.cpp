@@ -1,6 +1,8 @@
 // The rails' power and cost (fabric_cost.hpp; figures and sources in docs/rails.md).
 #include "wanlab/core/fabric_cost.hpp"
 
+#include <algorithm>
+
 namespace wanlab::core {
 
 RailsBill rails_bill(const Dc& dc, const PortFigures& f) {
@@ -43,6 +45,20 @@ nlohmann::json rails_bill_json(const Dc& dc) {
           {"nic", {{"transceivers", bill.nic_transceivers}, {"power_w", bill.nic_power_w}, {"cost_usd", bill.nic_cost_usd}}},
           {"power_ratio", bill.power_ratio()},
           {"cost_ratio", bill.cost_ratio()}};
+}
+
+nlohmann::json rails_run_json(const Dc& dc, const RailsActivity& a, int iterations, double run_s) {
+  const double switching_s = static_cast<double>(a.reconfiguring_ns) / 1e9;
+  return {{"dc", dc.name},
+          {"fabric", to_string(dc.fabric)},
+          {"policy", a.policy},
+          {"circuits", a.circuits},
+          {"phases", a.phases},
+          {"reconfigurations", a.reconfigurations},
+          {"reconfigurations_per_iteration", static_cast<double>(a.reconfigurations) / std::max(iterations, 1)},
+          {"reconfiguring_s", switching_s},
+          {"reconfiguring_fraction", run_s > 0 ? switching_s / run_s : 0.0},
+          {"bill", rails_bill_json(dc)}};
 }
 
 }  // namespace wanlab::core

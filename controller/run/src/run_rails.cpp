@@ -135,27 +135,17 @@ nlohmann::json rails_json(const core::Topology& topo, const std::vector<shaping:
   for (std::size_t i = 0; i < stats.size(); ++i) {
     const auto& s = stats[i];
     const shaping::RailSwitchStats base = i < start.size() ? start[i] : shaping::RailSwitchStats{};
-    const auto& dc = topo.dcs.at(s.dc);
     const auto& c = s.circuits;
-    const double switching_s = static_cast<double>(c.reconfiguring_ns) / 1e9;
-    out.push_back({{"dc", dc.name},
-                   {"fabric", core::to_string(dc.fabric)},
-                   {"policy", c.policy},
-                   {"circuits", c.circuits},
-                   {"phases", c.phases},
-                   {"reconfigurations", c.reconfigurations},
-                   {"reconfigurations_per_iteration",
-                    static_cast<double>(c.reconfigurations) / std::max(iterations, 1)},
-                   {"reconfiguring_s", switching_s},
-                   {"reconfiguring_fraction", run_s > 0 ? switching_s / run_s : 0.0},
-                   {"held_frames", c.held_frames},
-                   {"held_dropped", c.held_dropped},
-                   {"no_circuit", c.no_circuit},
-                   {"dropped_queue", s.dropped_queue - base.dropped_queue},
-                   {"rx_ring_dropped", s.rx_ring_dropped - base.rx_ring_dropped},
-                   {"forwarded", s.forwarded - base.forwarded},
-                   {"bytes", s.bytes - base.bytes},
-                   {"bill", core::rails_bill_json(dc)}});
+    const core::RailsActivity a{c.policy, c.circuits, c.phases, c.reconfigurations, c.reconfiguring_ns};
+    auto j = core::rails_run_json(topo.dcs.at(s.dc), a, iterations, run_s);
+    j.update({{"held_frames", c.held_frames},
+              {"held_dropped", c.held_dropped},
+              {"no_circuit", c.no_circuit},
+              {"dropped_queue", s.dropped_queue - base.dropped_queue},
+              {"rx_ring_dropped", s.rx_ring_dropped - base.rx_ring_dropped},
+              {"forwarded", s.forwarded - base.forwarded},
+              {"bytes", s.bytes - base.bytes}});
+    out.push_back(std::move(j));
   }
   return out;
 }

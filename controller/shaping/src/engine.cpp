@@ -31,6 +31,7 @@
 namespace wanlab::shaping {
 namespace {
 
+using engine_detail::mono_now;
 using engine_detail::PiMutex;
 using engine_detail::Pools;
 using engine_detail::SlotMeta;
@@ -59,11 +60,6 @@ constexpr Nanos kFlushAge = 10'000;
 // in ppoll() otherwise, and the kernel's RT throttling bounds it in any case.
 constexpr int kEngineNice = -20;
 
-Nanos mono_now() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<Nanos>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 Nanos real_now() {
   timespec ts;
   ::clock_gettime(CLOCK_REALTIME, &ts);

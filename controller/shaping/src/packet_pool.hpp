@@ -1,9 +1,10 @@
 #pragma once
-// The userspace engine's packet memory (engine.cpp only): fixed-size frame slots in two
-// pools, MTU-sized and 64 KiB, and the priority-inheriting mutex its thread shares with the
-// control plane.
+// The userspace engine's packet memory (engine.cpp and the rail switch, rail_switch.cpp):
+// fixed-size frame slots in two pools, MTU-sized and 64 KiB, the priority-inheriting mutex
+// their threads share with the control plane, and their clock.
 #include <pthread.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -13,9 +14,17 @@
 #include <stdexcept>
 #include <vector>
 
+#include "wanlab/common/units.hpp"
 #include "wanlab/shaping/gso.hpp"
 
 namespace wanlab::shaping::engine_detail {
+
+/// CLOCK_MONOTONIC in ns: the clock of the threads' models and deadlines.
+inline Nanos mono_now() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<Nanos>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 // A mutex with priority inheritance: the engine thread (real-time) shares its counters and
 // pending changes with the control plane's threads (the fair scheduler's). With a plain

@@ -13,6 +13,7 @@
 #include <deque>
 #include <fmt/format.h>
 #include <functional>
+#include <optional>
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 #include <thread>
@@ -28,6 +29,7 @@
 namespace wanlab::shaping {
 namespace {
 
+using engine_detail::mono_now;
 using engine_detail::PiMutex;
 using engine_detail::Pools;
 
@@ -37,11 +39,6 @@ constexpr Nanos kPublishEvery = 10'000'000;
 constexpr std::size_t kPortQueue = 1000;   // frames each port's models queue (drop-tail beyond)
 const Ring kPortRing{2048, 1024, 256};     // MTU-sized frames only: the nodes segment (plan_rails)
 
-Nanos mono_now() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<Nanos>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 std::uint32_t be32(const std::uint8_t* p) {
   return static_cast<std::uint32_t>(p[0]) << 24 | static_cast<std::uint32_t>(p[1]) << 16 |
@@ -246,15 +243,22 @@ struct RailSwitch::Impl {
     m.lost().clear();
   }
 
+  // The node whose port on `port`'s rail has address `ip`, if one of this fabric's has it.
+  static std::optional<int> node_on_rail(const Fabric& f, std::size_t port, std::uint32_t ip) {
+    const auto at = core::rail_port_of(core::Ipv4{ip});
+    const int rail = static_cast<int>(port) % f.cfg.rails;
+    if (!at || (*at)[0] != static_cast<int>(f.cfg.dc) || (*at)[1] != rail || (*at)[2] >= f.cfg.nodes)
+      return std::nullopt;
+    return (*at)[2];
+  }
+
   // Answers an ARP request for an address of the port's rail with that port's hardware address.
   void arp(Fabric& f, std::size_t port, const std::uint8_t* fr, std::uint32_t len) {
     if (len < 42 || be16(fr + 14) != 1 || be16(fr + 16) != 0x0800 || fr[18] != 6 || fr[19] != 4 || be16(fr + 20) != 1)
       return;
-    const auto target = core::rail_port_of(core::Ipv4{be32(fr + 38)});
-    const int rail = static_cast<int>(port) % f.cfg.rails;
-    if (!target || (*target)[0] != static_cast<int>(f.cfg.dc) || (*target)[1] != rail || (*target)[2] >= f.cfg.nodes)
-      return;
-    const auto mac = core::rail_mac((*target)[0], rail, (*target)[2]);
+    const auto target = node_on_rail(f, port, be32(fr + 38));
+    if (!target) return;
+    const auto mac = core::rail_mac(static_cast<int>(f.cfg.dc), static_cast<int>(port) % f.cfg.rails, *target);
     std::array<std::uint8_t, sizeof(VnetHdr) + 42> out{};
     std::uint8_t* r = out.data() + sizeof(VnetHdr);
     std::memcpy(r, fr + 6, 6);                         // to the asker
@@ -282,13 +286,12 @@ struct RailSwitch::Impl {
       return;
     }
     const auto info = parse(fr, len);
-    const auto to = core::rail_port_of(core::Ipv4{info.dst_ip});
-    const int rail = static_cast<int>(port) % f.cfg.rails;
-    if (!to || (*to)[0] != static_cast<int>(f.cfg.dc) || (*to)[1] != rail || (*to)[2] >= f.cfg.nodes) {
+    const auto to = node_on_rail(f, port, info.dst_ip);
+    if (!to) {
       f.stats.not_for_rails++;
       return;
     }
-    const auto dst = static_cast<std::size_t>((*to)[2] * f.cfg.rails + rail);
+    const auto dst = static_cast<std::size_t>(*to * f.cfg.rails) + port % static_cast<std::size_t>(f.cfg.rails);
     if (dst == port) {
       f.stats.not_for_rails++;
       return;

@@ -126,22 +126,13 @@ std::string windows_csv(const core::Topology& topo, const SimResult& result) {
 nlohmann::json rails_json(const core::Topology& topo, const workload::Plan& plan, const SimResult& result) {
   if (result.rails.empty()) return nullptr;
   const double run_s = static_cast<double>(result.end_ns()) / 1e9;
-  const int iterations = std::max(plan.scenario.iterations, 1);
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : result.rails) {
-    const auto& dc = topo.dcs.at(r.dc);
-    const double switching_s = static_cast<double>(r.reconfiguring_ns) / 1e9;
-    out.push_back({{"dc", dc.name},
-                   {"fabric", core::to_string(dc.fabric)},
-                   {"policy", r.policy},
-                   {"circuits", r.circuits},
-                   {"phases", r.phases},
-                   {"reconfigurations", r.reconfigurations},
-                   {"reconfigurations_per_iteration", static_cast<double>(r.reconfigurations) / iterations},
-                   {"reconfiguring_s", switching_s},
-                   {"reconfiguring_fraction", run_s > 0 ? switching_s / run_s : 0.0},
-                   {"held_transfers", r.held},
-                   {"bill", core::rails_bill_json(dc)}});
+    const core::RailsActivity a{r.policy, r.circuits, r.phases, static_cast<std::uint64_t>(r.reconfigurations),
+                                r.reconfiguring_ns};
+    auto j = core::rails_run_json(topo.dcs.at(r.dc), a, plan.scenario.iterations, run_s);
+    j["held_transfers"] = r.held;
+    out.push_back(std::move(j));
   }
   return out;
 }

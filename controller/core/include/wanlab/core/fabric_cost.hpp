@@ -2,7 +2,9 @@
 // The power and cost of a DC's rails (docs/rails.md has the figures and their sources):
 // electrical packet rails against OCS rails with the same ports. Pure arithmetic over the
 // topology; the per-port figures are inputs, so a reader with other quotes can redo it.
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -53,5 +55,19 @@ RailsBill rails_bill(const Dc& dc, const PortFigures& figures = {});
 
 /// summary.json `rails[].bill` (the simulator's runs and the lab's): the DC's rails_bill().
 nlohmann::json rails_bill_json(const Dc& dc);
+
+/// What a DC's rails did in a run, as the simulator and the lab's rail switch both count it.
+struct RailsActivity {
+  std::string policy;               // arbiter::RailPolicy::name()
+  bool circuits = false;            // OCS circuits gated the traffic
+  std::vector<std::string> phases;  // phases with a configuration
+  std::uint64_t reconfigurations = 0;
+  std::int64_t reconfiguring_ns = 0;  // total time the rails were switching
+};
+
+/// A summary.json `rails[]` entry's keys common to the simulator's runs and the lab's: the
+/// DC, its fabric, the activity per `iterations` and as a share of `run_s`, and its bill.
+/// Each executor adds what it counts on its own (held transfers, held frames).
+nlohmann::json rails_run_json(const Dc& dc, const RailsActivity& a, int iterations, double run_s);
 
 }  // namespace wanlab::core
