@@ -521,13 +521,20 @@ void Agent::plan_connections(Run& run, const Layout& l, int salt, int& expected_
   Run* r = &run;
   const auto& a = r->assignment;
   // Windowed runs: a pair's connections are paced to its share of the link (the
-  // coordinator sends bytes/s per connection for each destination DC).
+  // coordinator sends bytes/s per connection for each destination DC). Otherwise, with
+  // `tcp_pacing`, TCP paces each WAN connection itself as with the fq qdisc: any
+  // SO_MAX_PACING_RATE but "unlimited" turns Linux's internal pacing on, and this one
+  // never binds.
   const auto pacing = a.value("pacing", nlohmann::json::object());
+  const bool tcp_pacing = a.value("tcp_pacing", false);
   for (const auto& [src, dst] : l.sends) {
     std::uint64_t pace = 0;
     if (l.remote_dc(dst)) {
       const auto it = pacing.find(r->peers.at(dst).dc);
-      if (it != pacing.end()) pace = it->get<std::uint64_t>();
+      if (it != pacing.end())
+        pace = it->get<std::uint64_t>();
+      else if (tcp_pacing)
+        pace = kPacingWithoutCap;
     }
     r->outgoing.push_back({src, dst, l.local.count(dst) ? 1 : l.stripes_to(dst),
                            l.remote_dc(dst) ? l.slot_of.at(src) : -1, salt, pace});

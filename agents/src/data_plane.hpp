@@ -54,9 +54,14 @@ struct OutgoingPair {
   int port_salt = 0;
   /// > 0: each connection is paced to at most this many bytes/s (SO_MAX_PACING_RATE,
   /// TCP's internal pacing), so the pair's connections together leave at the link's rate
-  /// instead of bursting whole windows into its queue.
+  /// instead of bursting whole windows into its queue. kPacingWithoutCap: paced as TCP
+  /// paces with the fq qdisc (cwnd / SRTT x 200 % or 120 %), with no cap.
   std::uint64_t pacing_bytes_per_s = 0;
 };
+
+/// An SO_MAX_PACING_RATE that turns TCP's internal pacing on (any value but ~0, which
+/// means "unlimited" and leaves it off) and never binds.
+inline constexpr std::uint64_t kPacingWithoutCap = ~std::uint64_t{0} - 1;
 
 class Aborted : public std::runtime_error {
  public:

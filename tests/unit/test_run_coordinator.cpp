@@ -215,7 +215,7 @@ TEST_CASE("coordinator: the assignment of a node", "[unit][run][coordinator]") {
   const json expected = {{"node", "use-0"},      {"dc", "use"},      {"listen_port", 7400}, {"iterations", 3},
                          {"compute", "modeled"}, {"connections", 4}, {"workers", workers},  {"peers", peers},
                          {"windows", false},     {"port_salt", 0},   {"tcp_slow_start_after_idle", false},
-                         {"tcp_congestion", "cubic"},  {"tp", 2}};
+                         {"tcp_pacing", true},   {"tcp_congestion", "cubic"},  {"tp", 2}};
   CHECK(a == expected);
   // The addresses are the address plan's.
   CHECK(core::node_address(0, 1).to_string() == "198.18.0.3");

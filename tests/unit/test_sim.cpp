@@ -312,6 +312,15 @@ TEST_CASE("bad simulator inputs are refused", "[unit][sim]") {
     opt.compute_jitter = j;
     CHECK_THROWS_WITH(sim::simulate(plan_of(s, topo), opt), Catch::Contains("compute jitter"));
   }
+  // Unpaced senders: the paced model refuses them; a windowed policy paces its
+  // connections anyway, and the other burst models make no pacing claim.
+  s.tcp_pacing = false;
+  CHECK_THROWS_WITH(sim::simulate(plan_of(s, topo)), Catch::Contains("\"tcp_pacing\": false"));
+  opt = {};
+  opt.bursts = sim::SimOptions::Bursts::fifo;
+  CHECK_NOTHROW(sim::simulate(plan_of(s, topo), opt));
+  s.policy = "atlas";
+  CHECK_NOTHROW(sim::simulate(plan_of(s, topo)));
 }
 
 TEST_CASE("prefill in the simulator: placed in the bubbles, never on top of training, deterministic", "[sim][bubbletea]") {

@@ -104,6 +104,23 @@ TEST_CASE("a minimal scenario takes the documented defaults", "[unit][workload][
   CHECK(run_tcp_window(s) == 3.0 * 1024 * 1024);  // the nodes' own buffers, not scaled
   CHECK(s.send_mode == SendMode::eager);
   CHECK_FALSE(to_json(s).contains("send_mode"));
+  CHECK(s.tcp_pacing);
+  CHECK_FALSE(to_json(s).contains("tcp_pacing"));
+}
+
+TEST_CASE("tcp_pacing: on unless the scenario turns it off, a boolean", "[unit][workload][scenario]") {
+  auto doc = base();
+  doc["tcp_pacing"] = false;
+  const auto s = parse(doc);
+  CHECK_FALSE(s.tcp_pacing);
+  CHECK(to_json(s)["tcp_pacing"] == false);
+  CHECK_FALSE(parse(to_json(s)).tcp_pacing);
+  doc["tcp_pacing"] = true;
+  CHECK(parse(doc).tcp_pacing);
+  doc["tcp_pacing"] = "fq";
+  const auto p = problems(doc);
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].path == "/tcp_pacing");
 }
 
 TEST_CASE("send_mode: eager or rendezvous, on every pipeline send and recv and every ring all-reduce",

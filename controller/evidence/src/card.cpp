@@ -70,6 +70,7 @@ json network_json(const CardInputs& in) {
     net["connections"] = s.connections;
     net["tcp"] = {{"congestion", s.tcp_congestion},
                   {"slow_start_after_idle", s.tcp_slow_start_after_idle},
+                  {"pacing", s.tcp_pacing},
                   {"window_bytes", s.tcp_window ? json(*s.tcp_window) : json("host default")}};
   }
   json wan = json::array();

@@ -81,10 +81,10 @@ PacketNet::PacketNet(std::size_t dcs, const std::vector<NetLink>& links, const N
   Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpCubicLinux::GetTypeId()));
   Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", TypeIdValue(TcpPrrRecovery::GetTypeId()));
   Config::SetDefault("ns3::TcpCubic::HyStart", BooleanValue(true));
-  Config::SetDefault("ns3::TcpSocketState::EnablePacing", BooleanValue(true));
+  Config::SetDefault("ns3::TcpSocketState::EnablePacing", BooleanValue(tcp.pacing));
   Config::SetDefault("ns3::TcpSocketState::PacingSsRatio", UintegerValue(200));
   Config::SetDefault("ns3::TcpSocketState::PacingCaRatio", UintegerValue(120));
-  Config::SetDefault("ns3::TcpSocketState::PaceInitialWindow", BooleanValue(true));
+  Config::SetDefault("ns3::TcpSocketState::PaceInitialWindow", BooleanValue(tcp.pacing));
   Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(true));
   Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(true));
   Config::SetDefault("ns3::TcpSocketBase::WindowScaling", BooleanValue(true));

@@ -164,6 +164,9 @@ class Reference {
     NetTcp tcp;
     tcp.snd_buf = static_cast<std::uint32_t>(window_);
     tcp.rcv_buf = static_cast<std::uint32_t>(2 * window_);
+    // The lab's hosts pace as Linux with fq does unless the scenario says not to; a
+    // windowed run's connections are paced to their share of the link either way.
+    tcp.pacing = sc_.tcp_pacing || exclusive_;
     net_ = std::make_unique<PacketNet>(topo_.dcs.size(), links, tcp, opt_.access_rate_bps,
                                        static_cast<std::uint32_t>(std::max<std::int64_t>(1, sc_.seed % 2147483647)));
     net_->on_sent = [this](std::size_t c, std::uint64_t sent) { on_sent(c, sent); };

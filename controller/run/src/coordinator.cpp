@@ -104,6 +104,7 @@ nlohmann::json RunCoordinator::assignment(const std::string& node) const {
           {"connections", plan_.scenario.connections},
           {"windows", options_.windows},
           {"tcp_slow_start_after_idle", plan_.scenario.tcp_slow_start_after_idle},
+          {"tcp_pacing", plan_.scenario.tcp_pacing},
           {"tcp_congestion", plan_.scenario.tcp_congestion},
           {"port_salt", options_.port_salt},
           {"workers", workers},

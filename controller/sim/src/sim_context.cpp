@@ -28,6 +28,11 @@ SimContext::SimContext(const workload::Plan& plan_, const SimOptions& options)
     throw std::invalid_argument(fmt::format("simulate: compute jitter {}: give a fraction from 0 to 0.5", opt.compute_jitter));
   policy = arbiter::make_policy(sc.policy);
   exclusive = policy->exclusive();
+  if (!sc.tcp_pacing && !exclusive && opt.bursts == SimOptions::Bursts::paced)
+    throw std::invalid_argument(
+        "simulate: the scenario sets \"tcp_pacing\": false (senders that put each window on the wire at once), "
+        "which the paced model lacks: its connections pace as Linux with fq does (--bursts fifo sends each message "
+        "at once)");
   build_network();
 }
 

@@ -30,7 +30,7 @@ constexpr std::string_view kAllReduces[] = {"ring", "hierarchical"};
 constexpr std::string_view kTopKeys[] = {
     "name",     "description",      "topology",      "model",      "gpu",      "parallelism",
     "schedule", "micro_batch_size", "micro_batches", "iterations", "warmup",   "connections",
-    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_congestion", "tcp_window", "prefill", "allreduce", "recompute", "send_mode", "virtual_stages", "memory", "programs", "rails"};
+    "policy",   "compute",          "scale",         "lan_scale",     "seed",       "placement", "tcp_slow_start_after_idle", "tcp_pacing", "tcp_congestion", "tcp_window", "prefill", "allreduce", "recompute", "send_mode", "virtual_stages", "memory", "programs", "rails"};
 constexpr std::string_view kRailsKeys[] = {"policy", "phases"};
 constexpr std::string_view kMemoryKeys[] = {"optimizer_bytes_per_parameter", "distributed_optimizer", "recompute",
                                             "sequence_parallel", "reserve_gib"};
@@ -390,6 +390,8 @@ class ScenarioParser {
       if (auto seed = as_unsigned(*v, "/seed", d_)) s_.seed = *seed;
     if (const json* v = find(doc, "tcp_slow_start_after_idle"))
       if (auto b = as_bool(*v, "/tcp_slow_start_after_idle", d_)) s_.tcp_slow_start_after_idle = *b;
+    if (const json* v = find(doc, "tcp_pacing"))
+      if (auto b = as_bool(*v, "/tcp_pacing", d_)) s_.tcp_pacing = *b;
     if (const json* v = find(doc, "tcp_congestion"))
       if (auto cc = as_choice(*v, "/tcp_congestion", "a TCP congestion control", kCongestion, d_)) s_.tcp_congestion = *cc;
     if (const json* v = find(doc, "tcp_window")) tcp_window(*v);

@@ -27,6 +27,7 @@ json to_json(const Scenario& s) {
          {"seed", s.seed},
          {"tcp_slow_start_after_idle", s.tcp_slow_start_after_idle},
          {"tcp_congestion", s.tcp_congestion}};
+  if (!s.tcp_pacing) j["tcp_pacing"] = false;
   if (s.allreduce != AllReduce::ring) j["allreduce"] = to_string(s.allreduce);
   if (s.tcp_window) j["tcp_window"] = *s.tcp_window;
   if (s.send_mode != SendMode::eager) j["send_mode"] = to_string(s.send_mode);

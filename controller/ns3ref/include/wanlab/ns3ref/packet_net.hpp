@@ -22,6 +22,7 @@ struct NetLink {
 struct NetTcp {
   std::uint32_t snd_buf = 3u << 20;  // bytes: the run's TCP window (unACKed and unsent bytes)
   std::uint32_t rcv_buf = 6u << 20;  // the receiver's, larger: the peer's window never binds
+  bool pacing = true;                // TCP's own pacing (Linux with fq, or SO_MAX_PACING_RATE)
 };
 
 struct LinkCount {

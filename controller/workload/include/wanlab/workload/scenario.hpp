@@ -187,6 +187,12 @@ struct Scenario {
   /// default, as on hosts tuned for WAN transfers: a connection idle between two pipeline
   /// messages keeps its congestion window instead of starting over from 10 segments.
   bool tcp_slow_start_after_idle = false;
+  /// TCP's own pacing on the WAN data connections, as Linux paces with the fq qdisc
+  /// (cwnd / SRTT x 200 % in slow start, x 120 % after). On by default: the lab enables it
+  /// per connection (SO_MAX_PACING_RATE with no cap that binds), the ns-3 reference and the
+  /// simulator's paced model model it. false: a host without fq (fq_codel, pfifo), whose
+  /// senders put each window on the wire at once (lab and ns-3 only).
+  bool tcp_pacing = true;
   /// TCP congestion control of the data connections (TCP_CONGESTION): Linux's default,
   /// cubic, unless the scenario names another the kernel has (bbr, reno...).
   std::string tcp_congestion = "cubic";
