@@ -142,6 +142,35 @@ TEST_CASE("a ring all-reduce takes 2(n-1) chunk transfers after its last rank en
   }
 }
 
+TEST_CASE("an all-reduce across DCs goes through the pair's TCP connections", "[unit][sim]") {
+  // DP across two DCs (one GPU each, 1 Gbit/s, RTT 20 ms): each ring hop carries the whole
+  // gradient buffer, a few MB, over the WAN. Paced, it is a message of the pair's
+  // connections: slow start from 10 segments takes rounds that a flow at the window's
+  // ceiling does not, the pairs' windows are reported, and later iterations, with the
+  // window grown, are faster than the first.
+  auto s = workload::testing::scenario(1, 2, 1, 1);
+  s.placement = {{"a", "b"}};
+  const auto topo = workload::testing::lab({{{"name", "a"}, {"nodes", 1}, {"gpus_per_node", 1}},
+                                            {{"name", "b"}, {"nodes", 1}, {"gpus_per_node", 1}}});
+  const auto plan = plan_of(s, topo);
+  const auto paced = sim::simulate(plan, exact(sim::SimOptions::Bursts::paced));
+  const auto flow = sim::simulate(plan, exact(sim::SimOptions::Bursts::shared));
+  const auto span_ns = [](const sim::SimResult& r, int it) {
+    const auto* ar = first_span(r.reports().at(0), SpanKind::allreduce, it);
+    REQUIRE(ar != nullptr);
+    return static_cast<double>(ar->end_ns - ar->start_ns);
+  };
+  const double bytes = static_cast<double>(plan.stages.at(0).gradient_bytes_per_gpu);
+  INFO("gradient bytes " << bytes);
+  REQUIRE(bytes * kWireOverhead > 1e6);  // far more than the initial window
+  const double rtt = 20e6;
+  CHECK(span_ns(paced, 0) > span_ns(flow, 0) + 3 * rtt);
+  CHECK(span_ns(paced, 2) < span_ns(paced, 0) - rtt);
+  REQUIRE(paced.tcp.size() == 2);  // a -> b and b -> a
+  for (const auto& t : paced.tcp) CHECK(t.cwnd_bytes > 10 * sim::kMss);
+  CHECK(flow.tcp.empty());
+}
+
 TEST_CASE("link rates follow a trace", "[unit][sim]") {
   const auto s = shipped_scenario("two-dc-1b.json");
   const auto topo = core::load_topology(s.topology_path);

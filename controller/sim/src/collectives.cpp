@@ -38,7 +38,7 @@ std::uint32_t Collectives::enter(std::uint32_t gi, int iteration, int seq, const
   return ci;
 }
 
-// Everyone is in: one flow per ring hop carrying all of its steps.
+// Everyone is in: one flow or message per ring hop carrying all of its steps.
 void Collectives::start_hops(std::uint32_t ci, const program::Op& op, Nanos now) {
   auto& c = all_[ci];
   auto& net = ctx_.net;
@@ -72,6 +72,22 @@ void Collectives::start_hops(std::uint32_t ci, const program::Op& op, Nanos now)
         throw std::invalid_argument(fmt::format("simulate: lab {} has no WAN link from DC {} to DC {}", topo.name,
                                                 topo.dcs[a.dc].name, topo.dcs[b.dc].name));
       step_delay = std::max(step_delay, ctx_.wan_delay[link]);
+      if (sender_) {
+        Message m;
+        m.src = c.members[i];
+        m.dst = c.members[program::ring_next(i, n)];
+        m.iteration = c.iteration;
+        m.payload = hop_payload;
+        m.link = link;
+        m.ceiling = ctx_.wan_ceiling[link];
+        m.collective = ci;
+        m.granted = true;  // all-reduce traffic is not windowed
+        const auto id = static_cast<std::uint32_t>(ctx_.messages.size());
+        ctx_.messages.push_back(m);
+        ++c.hops_left;
+        sender_->send_hop(id, now);
+        continue;
+      }
       const double weight = static_cast<double>(ctx_.tp) * ctx_.k;
       const auto f =
           net.start({ctx_.wan[link]}, hop_payload * workload::kWireOverhead, weight, ctx_.wan_ceiling[link], now);

@@ -338,7 +338,7 @@ void PacedBursts::piece_left(std::size_t link, Nanos now) {
   }
   for (const auto id : p.last) {
     const auto& m = ctx_.messages[id];
-    ctx_.wire[m.transfer].last = now;
+    if (m.collective == kNone) ctx_.wire[m.transfer].last = now;
     ctx_.events.push(now + m.delay, ev::Deliver{id});
   }
   if (p.parts.empty()) {

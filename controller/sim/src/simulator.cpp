@@ -30,7 +30,7 @@ using program::OpKind;
 using program::Span;
 using program::SpanKind;
 
-class Simulation final : public BurstHost {
+class Simulation final : public BurstHost, public HopSender {
  public:
   Simulation(const workload::Plan& plan, const SimOptions& opt)
       : ctx_(plan, opt),
@@ -46,6 +46,7 @@ class Simulation final : public BurstHost {
     arb_ = std::make_unique<arbiter::Arbiter>(std::move(ctx_.policy), ao);
     rails_ = RailFabrics::make(ctx_, workers_);
     collectives_.use_rails(rails_.get());
+    if (paced_ && ctx_.window > 0 && !opt.slow_start) collectives_.use_sender(this);
     const auto& topo = plan.topology;
     for (std::size_t i = 0; i < topo.links.size(); ++i)
       arb_->add_link({topo.links[i].src, topo.links[i].dst}, ctx_.wan_rate[i], ctx_.wan_rtt[i]);
@@ -67,6 +68,10 @@ class Simulation final : public BurstHost {
     bursts_->finish(now);  // for the report
     return result();
   }
+
+  // An all-reduce's WAN hop: a paced message of the pair's connections, whatever its size
+  // (the lab's agents write the steps' chunks to them).
+  void send_hop(std::uint32_t id, Nanos now) override { start_message_flow(id, {ctx_.wan[ctx_.messages[id].link]}, now); }
 
   void release_connections(std::uint32_t id, Nanos now, Nanos free_from) override {
     auto& c = *ctx_.messages[id].conn;
@@ -370,7 +375,8 @@ class Simulation final : public BurstHost {
     const double window = ctx_.window;
     double ceiling = m.ceiling;
     const double wire = m.payload * workload::kWireOverhead;
-    const bool fits = m.link != kNoLink && window > 0 && !ctx_.opt.slow_start && wire / weight <= window;
+    const bool fits = m.link != kNoLink && window > 0 && !ctx_.opt.slow_start &&
+                      (wire / weight <= window || m.collective != kNone);
     if (fits && bursts_->start(id, path, now, sent_from)) return;
     if (m.link != kNoLink && ctx_.opt.slow_start && std::isfinite(ceiling)) {
       const Nanos rtt = ctx_.wan_rtt[m.link];
@@ -503,6 +509,10 @@ class Simulation final : public BurstHost {
 
   void deliver(std::uint32_t id, Nanos now) {
     auto& m = ctx_.messages[id];
+    if (m.collective != kNone) {  // an all-reduce hop, off its link (its delay is the collective's)
+      collectives_.hop_done(m.collective, now);
+      return;
+    }
     auto& src = groups_[m.src];
     src.report.spans[m.span].end_ns = now;
     if (m.transfer != 0) {

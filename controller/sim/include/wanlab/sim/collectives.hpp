@@ -3,9 +3,13 @@
 // (program::Op::allreduce). With every step taking the same time c, rank r starts step k at
 // max over d <= k of (entry of rank r-d) + k c, so every rank ends at max(entries) +
 // 2(n-1) c: the collective starts when its last rank enters, all ranks step together, and
-// each ring hop carries 2(n-1) chunks. It is run that way: one flow per ring hop with all
-// its steps' bytes, ending when the last hop's flow is done plus 2(n-1) one-way delays of
-// the slowest hop (ev::CollectiveEnd).
+// each ring hop carries 2(n-1) chunks. It is run that way: one transfer per ring hop with
+// all its steps' bytes, ending when the last hop's bytes have left their link plus 2(n-1)
+// one-way delays of the slowest hop (ev::CollectiveEnd). A hop inside a DC is a flow; one
+// across DCs, with Bursts::paced and a TCP window, is a message of the pair's connections
+// (HopSender), sent as TCP sends it (slow start, HyStart, CUBIC, the link's drop-tail
+// queue), as the lab's agents write their steps to those connections and as the ns-3
+// reference sends them; else a flow at the connections' window over the RTT.
 #include <cstdint>
 #include <map>
 #include <tuple>
@@ -17,6 +21,17 @@
 namespace wanlab::sim {
 
 class RailFabrics;
+
+/// Who starts an all-reduce's WAN hop as a message (the simulator: on the pair's
+/// connections, as it starts a pipeline message).
+class HopSender {
+ public:
+  /// Message `message` (Message::collective set, delay 0) starts now.
+  virtual void send_hop(std::uint32_t message, Nanos now) = 0;
+
+ protected:
+  ~HopSender() = default;
+};
 
 class Collectives {
  public:
@@ -45,8 +60,10 @@ class Collectives {
   /// std::invalid_argument for a ring that lacks the group or crosses a DC pair without a
   /// WAN link.
   std::uint32_t enter(std::uint32_t group, int iteration, int seq, const program::Op& op, Nanos now);
-  /// One of the collective's hop flows is done.
+  /// One of the collective's hops has left its last link at `now`.
   void hop_done(std::uint32_t collective, Nanos now);
+  /// WAN hops go as messages through `sender` (Bursts::paced with a TCP window).
+  void use_sender(HopSender* sender) { sender_ = sender; }
   /// The DCs' rails (sim/rails.hpp), when some DC has them: ring hops across them take rail
   /// links, and with OCS wait for the all-reduce's circuits.
   void use_rails(RailFabrics* rails) { rails_ = rails; }
@@ -59,6 +76,7 @@ class Collectives {
 
   SimContext& ctx_;
   RailFabrics* rails_ = nullptr;
+  HopSender* sender_ = nullptr;
   std::vector<Place> places_;
   std::vector<Collective> all_;
   std::map<std::tuple<int, int, int>, std::uint32_t> open_;  // (ring's first worker, iteration, seq)

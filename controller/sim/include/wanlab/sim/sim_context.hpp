@@ -33,7 +33,8 @@ struct Message {
   double payload = 0;    // all TP ranks' shares
   std::size_t link = kNoLink;  // topology link, WAN messages only
   Nanos delay = 0;
-  arbiter::TransferId transfer = 0;
+  arbiter::TransferId transfer = 0;  // none for an all-reduce hop
+  std::uint32_t collective = kNone;  // an all-reduce's WAN hop (Bursts::paced): its collective
   std::uint32_t flow = kNone;
   double ceiling = kUnlimited;  // per connection, bit/s
   double cwnd = 0;              // slow start: bytes per connection
@@ -128,10 +129,10 @@ class SimContext {
     if (owners.size() <= flow) owners.resize(flow + 1);
     owners[flow] = o;
   }
-  /// A WAN transfer's bytes on the link: the first time they start. (Every WAN message is
-  /// an arbiter transfer, asked for when it is sent.)
+  /// A WAN transfer's bytes on the link: the first time they start. (Every WAN message but
+  /// an all-reduce hop is an arbiter transfer, asked for when it is sent.)
   void on_wire(const Message& m, Nanos now) {
-    if (m.link == kNoLink) return;
+    if (m.link == kNoLink || m.collective != kNone) return;
     if (!wire[m.transfer].first) wire[m.transfer].first = now;
   }
   /// The ACKs of `wire` bytes of data on WAN link `link`, as a flow on the reverse link at

@@ -34,10 +34,14 @@
 //     every step taking the same time c, rank r starts step k at
 //     max over d <= k of (entry of rank r-d) + k c, so every rank ends at
 //     max(entries) + 2(n-1) c: the collective starts when its last rank enters, all ranks
-//     step together, and each ring hop carries 2(n-1) chunks. It is run that way: one flow
-//     per ring hop with all its steps' bytes, ending when the last hop's flow is done plus
-//     2(n-1) one-way delays of the slowest hop (exactly workload::execute's result when
-//     nothing else shares the links).
+//     step together, and each ring hop carries 2(n-1) chunks. It is run that way: one
+//     transfer per ring hop with all its steps' bytes, ending when the last hop's bytes
+//     are off their link plus 2(n-1) one-way delays of the slowest hop (exactly
+//     workload::execute's result when nothing else shares the links). A hop inside a DC
+//     is a flow; a hop across DCs is, with the paced bursts (the default) and a TCP window,
+//     a message of the pair's connections whatever its size, sent as TCP sends it (as the
+//     lab's agents write the steps to those connections; the ns-3 reference does the
+//     same), else a flow capped at the connections' window over the RTT.
 //
 // Symmetry used (exact): the TP ranks of a replica sit on one node and run the same program
 // with the same peers' ranks, so the tp ranks' flows between two replicas start together,
@@ -106,13 +110,14 @@ struct SimOptions {
   bool slow_start = false;
   double initial_window_bytes = 10 * kMss;
   /// How a WAN message whose bytes per connection fit in the window crosses its link;
-  /// longer messages are window-limited flows and share it max-min fairly in every model.
+  /// longer messages are window-limited flows and share it max-min fairly in every model,
+  /// but for the all-reduce's WAN hops, which the paced model sends whatever their size.
   ///   - paced (default): as its TCP connections send it. Each connection (the pair's tp x
   ///     connections alike) has a congestion window that starts at initial_window_bytes and
   ///     grows in slow start by what is ACKed while at least half of it is in use (Linux's
   ///     rule for an application-limited sender), until HyStart's delay test sees the queue
   ///     (a round's first ACKs more than RTT / 8, 4 to 16 ms, above the path's RTT), then by
-  ///     CUBIC's TCP-friendly half segment per round trip while it is full; at most
+  ///     CUBIC's window function while it is full (tcp_model.hpp); at most
   ///     tcp_window_bytes. A message enters the link's FIFO queue at Linux's pacing rate (2 x
   ///     cwnd / SRTT in slow start below half the threshold, else pacing_ratio x cwnd /
   ///     SRTT; in windowed runs at most the link's rate over the transfer's connections,
