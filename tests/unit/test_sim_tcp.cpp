@@ -189,6 +189,41 @@ TEST_CASE("congestion avoidance grows half a segment per round trip while the wi
   CHECK(part.cwnd == 100 * kMss);
 }
 
+TEST_CASE("after a loss CUBIC's window returns to its maximum in K seconds, then probes beyond",
+          "[unit][sim][sim-parts]") {
+  // A full window ACKed every 100 ms round trip: from 100 segments cut to 70, K =
+  // cbrt(30 / 0.4) = 4.22 s; at K the window is back at W_max (TCP-friendly growth alone:
+  // 70 + 0.53 x 42 = 92); then convex, W_max + 0.4 (t - K)^3.
+  constexpr Nanos rtt = 100'000'000;
+  TcpWindow w;
+  w.start(kWindow * 100, 10 * kMss, rtt);
+  w.cwnd = 100 * kMss;
+  w.delay_min = static_cast<double>(rtt);
+  REQUIRE(w.on_loss(0));
+  CHECK(w.w_max == Approx(100 * kMss));
+  Nanos t = 0;
+  const auto rounds = [&](double seconds) {
+    for (const Nanos end = t + static_cast<Nanos>(seconds * 1e9); t < end;) {
+      t += rtt;
+      w.inflight = w.cwnd;
+      w.on_ack(w.cwnd, t, t - rtt, t, t - rtt / 2);
+    }
+  };
+  const double k = std::cbrt(30 / kCubicC);
+  rounds(k - 0.1);  // (t counts one least RTT ahead, as Linux's)
+  CHECK(w.cwnd / kMss == Approx(100).epsilon(0.03));
+  rounds(6);
+  const double cubic = 100 + kCubicC * std::pow(6.0, 3);
+  CHECK(w.cwnd / kMss == Approx(cubic).epsilon(0.1));
+  CHECK(w.cwnd / kMss > 100 + 0.53 * 100);  // beyond what TCP-friendly growth gives
+
+  // Fast convergence: a loss below the last maximum remembers less than the window.
+  const double before = w.cwnd;
+  w.w_max = 2 * before;
+  REQUIRE(w.on_loss(t + rtt));
+  CHECK(w.w_max == Approx(before * (1 + kCubicBeta) / 2));
+}
+
 TEST_CASE("the SRTT is smoothed by 1/8 and the pacing rate follows Linux", "[unit][sim][sim-parts]") {
   TcpWindow w;
   w.start(kWindow, 10 * kMss, kRtt);

@@ -8,14 +8,16 @@
 //     of it is in use (the rule for an application-limited sender), until HyStart ends it
 //     as Linux and ns-3 do: by its delay test (the least RTT of a round's first 8 segments
 //     against the least RTT the connection has seen) or its ACK train (the round's ACKs
-//     keep coming for longer than that least RTT); then by CUBIC's TCP-friendly half
-//     segment per round trip while it is full; cut to kCubicBeta of itself once per round
-//     trip on a loss; a smoothed RTT; Linux's pacing rate. What it keeps in flight is
+//     keep coming for longer than that least RTT); then, while it is full, by CUBIC's
+//     window function (tcp_cubic.c's bictcp_update: towards W_max + C (t - K)^3, at least
+//     the TCP-friendly half segment per round trip); cut to kCubicBeta of itself once per
+//     round trip on a loss (with fast convergence); a smoothed RTT; Linux's pacing rate. What it keeps in flight is
 //     also held below the run's TCP window (the sender's buffer), which does not cap the
 //     congestion window itself.
 //   - SlowStartWindow (SimOptions::slow_start with the other burst models): a window that
 //     starts at the initial window and doubles every RTT while the pair sends.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -28,6 +30,7 @@ inline constexpr double kCubicBeta = 0.7;  // CUBIC's window after a loss, as a 
 /// CUBIC's TCP-friendly growth in congestion avoidance, segments per window ACKed:
 /// 3 beta' / (2 - beta') with beta' = 1 - kCubicBeta.
 inline constexpr double kRenoFriendly = 3 * (1 - kCubicBeta) / (2 - (1 - kCubicBeta));
+inline constexpr double kCubicC = 0.4;  // CUBIC's C (bic_scale 41 / 1024 x 10): segments per second cubed
 inline constexpr double kHystartLowWindow = 16;  // segments: HyStart waits for this window
 inline constexpr double kHystartMinSamples = 8;  // segments: a round's RTT sample is the least of its first 8
 inline constexpr Nanos kHystartAckDelta = 2'000'000;  // HyStart's ACK train: ACKs at most this far apart
@@ -47,6 +50,13 @@ struct TcpWindow {
   double delay_min = std::numeric_limits<double>::infinity();  // the least RTT seen yet
   Nanos round_start = kNotYet;     // HyStart's ACK train: when the round's first ACKs came back
   Nanos train_last = kNotYet;      // and the last ACKs of the train since (gaps of at most 2 ms)
+  // CUBIC in congestion avoidance (tcp_cubic.c's struct bictcp):
+  Nanos epoch_start = kNotYet;  // the epoch's first ACK (kNotYet: none since the last loss)
+  double w_max = 0;             // last_max_cwnd: the window before the last loss (0: none yet)
+  double origin = 0;            // bic_origin_point
+  double k_s = 0;               // bic_K, seconds
+  double reno = 0;              // tcp_cwnd: the TCP-friendly window estimate
+  Nanos last_ack = kNotYet;     // the last ACKs taken in (an idle gap moves the epoch on)
 
   /// The first message of the pair: the initial window, `window` as the most a connection
   /// keeps in flight (its buffer), the path's RTT as the first SRTT. Later ones: nothing.
@@ -68,10 +78,17 @@ struct TcpWindow {
   /// avoidance grows it by kRenoFriendly segments per window ACKed while it is full. The
   /// buffer does not cap it (Linux's does not either): a sender its buffer holds to W in
   /// flight grows it in slow start to 2 W (tcp_is_cwnd_limited), and paces at ratio x that.
+  /// In congestion avoidance, while full, CUBIC's window function: 1 segment per `cnt`
+  /// segments ACKed, cnt = cwnd / (target - cwnd) towards target = origin + C (t - K)^3
+  /// (t: since the epoch's first ACK, plus delay_min; origin and K from the window before
+  /// the last loss), at most 1 per 2, at least the TCP-friendly estimate's pace; an idle
+  /// gap (no ACK for longer than an SRTT) does not count in t (Linux's CA_EVENT_TX_START).
   void on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos first_back);
   /// Bytes lost to a full queue at `now`: CUBIC's cut, once per round trip (true if this
   /// loss cut the window).
   bool on_loss(Nanos now);
+  /// on_ack()'s growth in congestion avoidance, the window full.
+  void cubic_grow(double acked, Nanos at);
 };
 
 /// Slow start for flows shared max-min (SimOptions::slow_start): the pair's window,
@@ -109,6 +126,8 @@ inline double TcpWindow::pacing_rate(double ca_ratio) const {
 
 inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, Nanos first_back) {
   const double used = inflight;  // in flight when these were ACKed, them included
+  if (epoch_start != kNotYet && last_ack != kNotYet && static_cast<double>(at - last_ack) > srtt)
+    epoch_start += at - last_ack;  // idle: the epoch's clock stood still
   inflight = std::max(0.0, inflight - acked);
   const double sample = static_cast<double>(back - sent);
   srtt = srtt > 0 ? 0.875 * srtt + 0.125 * sample : sample;
@@ -138,13 +157,39 @@ inline void TcpWindow::on_ack(double acked, Nanos at, Nanos sent, Nanos back, Na
     }
     if (cwnd < ssthresh && 2 * used >= cwnd) cwnd += acked;
   } else if (used >= cwnd - kMss) {
-    cwnd += kRenoFriendly * kMss * acked / cwnd;
+    cubic_grow(acked, at);
   }
+  last_ack = at;
+}
+
+inline void TcpWindow::cubic_grow(double acked, Nanos at) {
+  if (epoch_start == kNotYet) {
+    epoch_start = at;
+    reno = cwnd;
+    if (w_max <= cwnd) {
+      k_s = 0;
+      origin = cwnd;
+    } else {
+      k_s = std::cbrt((w_max - cwnd) / kMss / kCubicC);
+      origin = w_max;
+    }
+  }
+  const double t = static_cast<double>(at - epoch_start) / 1e9 + (std::isfinite(delay_min) ? delay_min / 1e9 : 0.0);
+  const double target = origin + kCubicC * std::pow(t - k_s, 3) * kMss;
+  // Segments ACKed per segment of growth.
+  double cnt = target > cwnd ? cwnd / (target - cwnd) : 100 * cwnd / kMss;
+  reno += kRenoFriendly * kMss * acked / cwnd;
+  if (reno > cwnd) cnt = std::min(cnt, cwnd / (reno - cwnd));
+  cnt = std::max(cnt, 2.0);
+  cwnd += acked / cnt;
 }
 
 inline bool TcpWindow::on_loss(Nanos now) {
   if (now < recovery_until) return false;
-  // One loss event per round trip: CUBIC's cut, and congestion avoidance.
+  // One loss event per round trip: CUBIC's cut (fast convergence: a window below the last
+  // maximum releases some), a new epoch, and congestion avoidance.
+  w_max = cwnd < w_max ? cwnd * (1 + kCubicBeta) / 2 : cwnd;
+  epoch_start = kNotYet;
   cwnd = std::max(2 * kMss, cwnd * kCubicBeta);
   ssthresh = cwnd;
   recovery_until = now + static_cast<Nanos>(srtt);
