@@ -78,7 +78,7 @@ case $topo_name in
     echo "iteration (GPU utilization %), then Atlas's speedup over each baseline; a few minutes):"
     /usr/bin/python3 bench/paper.py --wanlab "$wanlab" --models 7b --topologies "$topo_name" --wans measured,400g \
       --out bench-results/demo-paper --results bench-results/demo-headline.md | awk '!done && /^\| model \| DCs/ { p = 1 } p && /^$/ { p = 0; done = 1 } p' || true
-    echo "the whole table (7B, 70B, 405B on 2, 3 and 5 DCs): bench/results/2026-11-27-headline.md;"
+    echo "the whole table (7B, 70B, 405B on 2, 3 and 5 DCs): bench/results/2026-12-03-headline.md;"
     echo "Atlas pays off against fair sharing only where the WAN is scarce; 17x appears only against the flat"
     echo "single-connection ring; BubbleTea fills the bubbles at a fraction of a percent of iteration time"
     ;;

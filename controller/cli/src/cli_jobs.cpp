@@ -50,7 +50,8 @@ void add_sim_flags(CLI::App* cmd, SimFlags& f) {
                   "TCP connection sends within its congestion window at Linux's pacing rate into the link's FIFO "
                   "queue, with slow start, HyStart, CUBIC's window and drop-tail loss; the link sends its queue in "
                   "order; its work grows with simulated time x links: 7B across three DCs at 16,368 GPUs takes about "
-                  "0.7 s per iteration under fair, 0.9 s under atlas; see --paced-piece, --paced-stream), shared "
+                  "0.65 s of wall time per simulated iteration under fair, 1.3 s under atlas on a quiet host "
+                  "(bench/results/2026-11-27-sim-speed.md); see --paced-piece, --paced-stream), shared "
                   "(max-min flows with the others; faster) or fifo (each leaves at once and the link serves them "
                   "whole in arrival order, with the lab's queue limit: what overflows is sent again after an RTO)")
       ->check(CLI::IsMember({"paced", "shared", "fifo"}));
@@ -70,7 +71,7 @@ void add_sim_flags(CLI::App* cmd, SimFlags& f) {
                   "Simulator, --bursts paced, faster: while every message entering a link is past slow start with "
                   "room in its window for all the rest of it, what enters goes in pieces this long (e.g. 8ms) that "
                   "the link sends as they fill, instead of 1 ms pieces; ACKs still come back per millisecond. 7B "
-                  "across three DCs under atlas at 16,368 GPUs: 0.65 s per iteration instead of 0.9 s; results move "
+                  "across three DCs under atlas at 16,368 GPUs: 0.94 s per iteration instead of 1.31 s; results move "
                   "by up to 1 % at paper scale, 4 % in sub-second runs (docs/simulator.md, \"What it models\"). "
                   "Default 0: off")
       ->type_name("DURATION");
