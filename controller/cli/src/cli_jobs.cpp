@@ -63,8 +63,8 @@ void add_sim_flags(CLI::App* cmd, SimFlags& f) {
                   "queue is cut into pieces this long, the link sends a piece once it is whole, and ACKs come back "
                   "on this grid (long pieces, with many messages entering a link, shorter in proportion). A finer step "
                   "costs time in proportion; results move with it: two-dc-1b fair-k4 by 6 % at 0.1 ms, 7B across "
-                  "three DCs at 10x the WAN rates under atlas at 1,536 GPUs by 14 % at 0.25 ms "
-                  "(bench/results/2026-11-27-hystart.md). bench.md's \"Model sensitivity\" table shows how "
+                  "three DCs at 10x the WAN rates at 384 GPUs fair-k4 by 4 % at 0.1 ms, at 1,536 GPUs atlas by "
+                  "1.3 % (bench/results/2026-12-03-allreduce-tcp.md). bench.md's \"Model sensitivity\" table shows how "
                   "much yours do (step / 4 and the other burst models)")
       ->type_name("DURATION");
   cmd->add_option("--paced-stream", f.paced_stream,
