@@ -7,8 +7,8 @@
 //     served one burst after the other at the full rate, drop-tail with retransmissions;
 //   - paced (PacedBursts, paced_link.hpp): its TCP connections send it into the link's
 //     FIFO queue, cut into pieces, with ACKs, CUBIC and streamed pieces.
-// Longer messages, LAN messages and the all-reduce's hops are shared flows in every model,
-// but for the all-reduce's WAN hops, which the paced model sends whatever their size
+// Longer messages, LAN messages and the all-reduce's hops are shared flows in every model;
+// only the paced model takes the all-reduce's WAN hops too, whatever their size
 // (collectives.hpp).
 #include <cstdint>
 #include <memory>

@@ -11,9 +11,9 @@
 //     keep coming for longer than that least RTT); then, while it is full, by CUBIC's
 //     window function (tcp_cubic.c's bictcp_update: towards W_max + C (t - K)^3, at least
 //     the TCP-friendly half segment per round trip); cut to kCubicBeta of itself once per
-//     round trip on a loss (with fast convergence); a smoothed RTT; Linux's pacing rate. What it keeps in flight is
-//     also held below the run's TCP window (the sender's buffer), which does not cap the
-//     congestion window itself.
+//     round trip on a loss (with fast convergence); a smoothed RTT; Linux's pacing rate.
+//     What it keeps in flight is also held below the run's TCP window (the sender's
+//     buffer), which does not cap the congestion window itself.
 //   - SlowStartWindow (SimOptions::slow_start with the other burst models): a window that
 //     starts at the initial window and doubles every RTT while the pair sends.
 #include <algorithm>
@@ -74,8 +74,7 @@ struct TcpWindow {
   /// kHystartMinSamples segments is more than delay_min / 8 (4 to 16 ms) above delay_min,
   /// the least RTT the connection has seen (a queue that stood when the connection began is
   /// in delay_min and ends no slow start), or the round's ACKs keep coming (gaps of at most
-  /// kHystartAckDelta) for longer than delay_min (a paced sender's threshold). Congestion
-  /// avoidance grows it by kRenoFriendly segments per window ACKed while it is full. The
+  /// kHystartAckDelta) for longer than delay_min (a paced sender's threshold). The
   /// buffer does not cap it (Linux's does not either): a sender its buffer holds to W in
   /// flight grows it in slow start to 2 W (tcp_is_cwnd_limited), and paces at ratio x that.
   /// In congestion avoidance, while full, CUBIC's window function: 1 segment per `cnt`
@@ -87,7 +86,8 @@ struct TcpWindow {
   /// Bytes lost to a full queue at `now`: CUBIC's cut, once per round trip (true if this
   /// loss cut the window).
   bool on_loss(Nanos now);
-  /// on_ack()'s growth in congestion avoidance, the window full.
+  /// on_ack()'s growth in congestion avoidance, the window full (after this ACK's RTT
+  /// sample).
   void cubic_grow(double acked, Nanos at);
 };
 
@@ -174,7 +174,8 @@ inline void TcpWindow::cubic_grow(double acked, Nanos at) {
       origin = w_max;
     }
   }
-  const double t = static_cast<double>(at - epoch_start) / 1e9 + (std::isfinite(delay_min) ? delay_min / 1e9 : 0.0);
+  // (delay_min is finite: on_ack() has taken this ACK's sample.)
+  const double t = (static_cast<double>(at - epoch_start) + delay_min) / 1e9;
   const double target = origin + kCubicC * std::pow(t - k_s, 3) * kMss;
   // Segments ACKed per segment of growth.
   double cnt = target > cwnd ? cwnd / (target - cwnd) : 100 * cwnd / kMss;
