@@ -678,7 +678,8 @@ void Agent::on_start(const nlohmann::json& m, const std::string& run_id) {
         auto rep = msg("report", run_id);
         rep["report"] = program::to_json(worker->report(std::chrono::seconds(30)));
         // The worker's outgoing connections as TCP left them (congestion window, and the
-        // ssthresh where slow start ended): what the run's transfers had to work with.
+        // ssthresh where slow start ended; whether TCP paced them): what the run's
+        // transfers had to work with.
         auto tcp = nlohmann::json::array();
         if (r->data)
           for (const auto& t : r->data->tcp_states(worker->program().worker))
@@ -687,7 +688,8 @@ void Agent::on_start(const nlohmann::json& m, const std::string& run_id) {
                            {"ssthresh", t.ssthresh >= kTcpInfiniteSsthresh ? nlohmann::json(nullptr) : nlohmann::json(t.ssthresh)},
                            {"srtt_us", t.srtt_us},
                            {"mss", t.mss},
-                           {"retransmits", t.total_retrans}});
+                           {"retransmits", t.total_retrans},
+                           {"paced", t.paced()}});
         rep["tcp"] = std::move(tcp);
         send_(rep);
       } catch (const Aborted&) {

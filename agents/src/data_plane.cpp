@@ -527,8 +527,14 @@ std::vector<TcpState> DataPlane::tcp_states(int src) const {
       ::tcp_info info{};
       socklen_t len = sizeof info;
       if (::getsockopt(c->socket.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) continue;
+      // (glibc's tcp_info stops before the pacing fields: the socket option itself.)
+      std::uint64_t max_pacing = ~std::uint64_t{0};
+      socklen_t plen = sizeof max_pacing;
+      if (::getsockopt(c->socket.native_handle(), SOL_SOCKET, SO_MAX_PACING_RATE, &max_pacing, &plen) != 0 ||
+          plen != sizeof max_pacing)
+        max_pacing = ~std::uint64_t{0};
       out.push_back({pair.second, info.tcpi_snd_cwnd, info.tcpi_snd_ssthresh, info.tcpi_rtt, info.tcpi_snd_mss,
-                     info.tcpi_total_retrans});
+                     info.tcpi_total_retrans, max_pacing});
     }
   }
   return out;

@@ -76,6 +76,10 @@ struct TcpState {
   std::uint32_t srtt_us = 0;       // smoothed RTT
   std::uint32_t mss = 0;           // bytes per segment
   std::uint32_t total_retrans = 0; // segments sent again over the connection's life
+  /// SO_MAX_PACING_RATE (bytes/s): ~0 leaves TCP unpaced (no fq
+  /// here); any other value has TCP pace the connection itself.
+  std::uint64_t max_pacing_rate = ~std::uint64_t{0};
+  bool paced() const { return max_pacing_rate != ~std::uint64_t{0}; }
 };
 /// Linux's TCP_INFINITE_SSTHRESH: the ssthresh of a connection still in its first slow start.
 inline constexpr std::uint32_t kTcpInfiniteSsthresh = 0x7fffffff;

@@ -100,6 +100,8 @@ TEST_CASE("a two-DC run: bytes on the WAN are the scenario's, results are comple
     CHECK(t.at("srtt_ms").at("p50").get<double>() >= 20);  // the WAN's RTT at least
     CHECK(t.at("srtt_ms").at("p50").get<double>() < 1000);
     CHECK(t.at("mss").get<double>() > 1000);
+    // tcp_pacing (the default): TCP paces every WAN connection itself, as with fq.
+    CHECK(t.at("paced_connections") == t.at("connections"));
   }
   CHECK(s.at("iteration_time_s").at("mean").get<double>() > 0.05);
   // The machine's CPU during the run, the hypervisor's steal among it.

@@ -301,15 +301,18 @@ TEST_CASE("results: TCP state of the WAN connections", "[unit][run][results]") {
   }
   REQUIRE((s0 >= 0 && s1 >= 0 && s0b >= 0));
   const auto samples = tcp_samples_from_json(
-      s0, json::array({{{"peer", s1}, {"cwnd", 40}, {"ssthresh", 38}, {"srtt_us", 90000}, {"mss", 1448}, {"retransmits", 2}},
-                       {{"peer", s1}, {"cwnd", 80}, {"ssthresh", nullptr}, {"srtt_us", 85000}, {"mss", 1448}, {"retransmits", 0}},
-                       {{"peer", s1}, {"cwnd", 60}, {"ssthresh", 70}, {"srtt_us", 95000}, {"mss", 1448}, {"retransmits", 1}},
+      s0, json::array({{{"peer", s1}, {"cwnd", 40}, {"ssthresh", 38}, {"srtt_us", 90000}, {"mss", 1448}, {"retransmits", 2}, {"paced", true}},
+                       {{"peer", s1}, {"cwnd", 80}, {"ssthresh", nullptr}, {"srtt_us", 85000}, {"mss", 1448}, {"retransmits", 0}, {"paced", false}},
+                       {{"peer", s1}, {"cwnd", 60}, {"ssthresh", 70}, {"srtt_us", 95000}, {"mss", 1448}, {"retransmits", 1}, {"paced", true}},
                        {{"peer", s0b}, {"cwnd", 500}, {"ssthresh", nullptr}, {"srtt_us", 50}, {"mss", 1448}, {"retransmits", 9}}}));
   REQUIRE(samples.size() == 4);
   CHECK(samples[0].src == s0);
   CHECK(samples[0].dst == s1);
   CHECK(samples[0].ssthresh == std::optional<std::uint32_t>(38));
   CHECK_FALSE(samples[1].ssthresh.has_value());
+  CHECK(samples[0].paced == std::optional<bool>(true));
+  CHECK(samples[1].paced == std::optional<bool>(false));
+  CHECK_FALSE(samples[3].paced.has_value());  // an agent that does not say
 
   const auto t = tcp_summary(plan, samples);
   REQUIRE(t.size() == 1);  // the connection inside use is not a WAN one
@@ -324,7 +327,12 @@ TEST_CASE("results: TCP state of the WAN connections", "[unit][run][results]") {
   CHECK(t[0]["srtt_ms"]["max"] == Approx(95.0));
   CHECK(t[0]["retransmitted_segments"] == 3);
   CHECK(t[0]["mss"] == 1448.0);
+  CHECK(t[0]["paced_connections"] == 2);
   CHECK(tcp_summary(plan, {}).empty());
+  // Where no agent said, the summary does not guess.
+  auto unsaid = samples;
+  for (auto& s : unsaid) s.paced.reset();
+  CHECK_FALSE(tcp_summary(plan, unsaid)[0].contains("paced_connections"));
 
   // Bad entries name the entry and the field.
   const auto refused = [&](const json& j, const std::string& what) {
@@ -345,6 +353,8 @@ TEST_CASE("results: TCP state of the WAN connections", "[unit][run][results]") {
           "tcp[0].ssthresh: not a count");
   refused(json::array({{{"peer", s1}, {"cwnd", 10}, {"ssthresh", 5}, {"srtt_us", 1}, {"mss", 1}}}),
           "tcp[0].retransmits: missing");
+  refused(json::array({{{"peer", s1}, {"cwnd", 10}, {"ssthresh", 5}, {"srtt_us", 1}, {"mss", 1}, {"retransmits", 0}, {"paced", 1}}}),
+          "tcp[0].paced: not true or false");
 }
 
 TEST_CASE("results: the host's CPU time, steal included, between two readings of /proc/stat",

@@ -41,10 +41,12 @@ void print_summary(const nlohmann::json& s, const std::string& out) {
   for (const auto& t : s.value("tcp", nlohmann::json::array())) {
     const auto& c = t.at("cwnd_segments");
     const auto& ss = t.at("ssthresh_segments");
-    fmt::print("  TCP {:>4} -> {:<4} {} connections: cwnd p50 {} (min {}), ssthresh p50 {} ({} still in slow start), {} "
+    fmt::print("  TCP {:>4} -> {:<4} {} connections{}: cwnd p50 {} (min {}), ssthresh p50 {} ({} still in slow start), {} "
                "segments sent again\n",
-               t.value("src", "?"), t.value("dst", "?"), t.value("connections", 0), c.value("p50", 0.0),
-               c.value("min", 0.0), ss.contains("p50") ? fmt::format("{}", ss.value("p50", 0.0)) : std::string("-"),
+               t.value("src", "?"), t.value("dst", "?"), t.value("connections", 0),
+               t.contains("paced_connections") ? fmt::format(" ({} paced)", t.value("paced_connections", 0)) : "",
+               c.value("p50", 0.0), c.value("min", 0.0),
+               ss.contains("p50") ? fmt::format("{}", ss.value("p50", 0.0)) : std::string("-"),
                ss.value("in_slow_start", 0), t.value("retransmitted_segments", 0));
   }
   if (s.contains("host_cpu")) {

@@ -47,6 +47,10 @@ std::vector<TcpSample> tcp_samples_from_json(int src, const nlohmann::json& j) {
     t.srtt_us = count("srtt_us");
     t.mss = count("mss");
     t.retransmits = count("retransmits");
+    if (const auto p = e.find("paced"); p != e.end()) {
+      if (!p->is_boolean()) throw std::invalid_argument(where("paced") + ": not true or false");
+      t.paced = p->get<bool>();
+    }
     out.push_back(t);
   }
   return out;
@@ -57,6 +61,7 @@ nlohmann::json tcp_summary(const workload::Plan& plan, const std::vector<TcpSamp
     std::vector<double> cwnd, ssthresh, srtt_ms, mss;
     std::uint64_t retransmits = 0;
     int in_slow_start = 0;
+    int paced = 0, pacing_known = 0;
   };
   std::map<std::pair<std::size_t, std::size_t>, Acc> by_link;
   const auto n = plan.workers.size();
@@ -74,6 +79,10 @@ nlohmann::json tcp_summary(const workload::Plan& plan, const std::vector<TcpSamp
     acc.srtt_ms.push_back(t.srtt_us / 1e3);
     acc.mss.push_back(t.mss);
     acc.retransmits += t.retransmits;
+    if (t.paced) {
+      ++acc.pacing_known;
+      if (*t.paced) ++acc.paced;
+    }
   }
   const auto stats = [](std::vector<double> v) {
     if (v.empty()) return nlohmann::json(nullptr);
@@ -87,14 +96,16 @@ nlohmann::json tcp_summary(const workload::Plan& plan, const std::vector<TcpSamp
     ss["in_slow_start"] = acc.in_slow_start;
     auto rtt = stats(acc.srtt_ms);
     rtt.erase("min");
-    out.push_back({{"src", plan.topology.dcs.at(link.first).name},
-                   {"dst", plan.topology.dcs.at(link.second).name},
-                   {"connections", acc.cwnd.size()},
-                   {"cwnd_segments", stats(acc.cwnd)},
-                   {"ssthresh_segments", ss},
-                   {"srtt_ms", rtt},
-                   {"retransmitted_segments", acc.retransmits},
-                   {"mss", stats(acc.mss).at("p50")}});
+    nlohmann::json link_tcp = {{"src", plan.topology.dcs.at(link.first).name},
+                               {"dst", plan.topology.dcs.at(link.second).name},
+                               {"connections", acc.cwnd.size()},
+                               {"cwnd_segments", stats(acc.cwnd)},
+                               {"ssthresh_segments", ss},
+                               {"srtt_ms", rtt},
+                               {"retransmitted_segments", acc.retransmits},
+                               {"mss", stats(acc.mss).at("p50")}};
+    if (acc.pacing_known > 0) link_tcp["paced_connections"] = acc.paced;
+    out.push_back(std::move(link_tcp));
   }
   return out;
 }

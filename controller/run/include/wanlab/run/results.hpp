@@ -35,6 +35,7 @@ struct TcpSample {
   std::uint32_t srtt_us = 0;
   std::uint32_t mss = 0;
   std::uint32_t retransmits = 0;
+  std::optional<bool> paced;  // TCP paced it (SO_MAX_PACING_RATE set); none: not reported
 };
 
 /// Reads a report's `tcp` array for worker `src`; throws std::invalid_argument naming the
@@ -43,8 +44,9 @@ std::vector<TcpSample> tcp_samples_from_json(int src, const nlohmann::json& j);
 
 /// summary.json `tcp`: per directed WAN link that has connections, their congestion windows
 /// and ssthresh (segments: min, p50, max; `in_slow_start`: connections that never left it),
-/// smoothed RTT (ms: p50, max), segments sent again (sum) and the MSS (p50). Connections
-/// inside a DC are left out.
+/// smoothed RTT (ms: p50, max), segments sent again (sum), the MSS (p50) and, where the
+/// agents said, how many of them TCP paced (`paced_connections`). Connections inside a DC
+/// are left out.
 nlohmann::json tcp_summary(const workload::Plan& plan, const std::vector<TcpSample>& samples);
 
 /// The machine's CPU time, all CPUs together, from the first line of /proc/stat (ticks).
