@@ -508,24 +508,27 @@ TEST_CASE("bench: the model sensitivity table, and a verdict that flips under a 
                 {"baseline", "fair-k4"},
                 {"sensitivity", {{"default_wall_s", 2.2}, {"extra_wall_s", 5.5}}},
                 {"variants",
-                 {variant("fair-k4", "fair", {{"default", 11.123}, {"step/4", 11.090}, {"shared", 10.513}, {"fifo", 11.0}}),
+                 {variant("fair-k4", "fair", {{"default", 11.123}, {"step/4", 11.090}, {"shared", 10.513}, {"fifo", 11.0}}),  // (no jitter run)
                   variant("atlas-k4", "atlas",
-                          {{"default", 18.254}, {"step/4", 16.525}, {"shared", 8.394}, {"fifo", 17.0}})}}};
+                          {{"default", 18.254}, {"step/4", 16.525}, {"shared", 8.394}, {"fifo", 17.0}, {"jitter x10", 18.0}})}}};
   const auto md = markdown(bench);
   INFO(md);
   CHECK_THAT(md, Contains("## Model sensitivity"));
-  CHECK_THAT(md, Contains("| variant | default (s) | step / 4 (s) | bursts shared (s) | bursts fifo (s) | moves by (%) | "
-                          "verdict vs baseline |\n"));
+  CHECK_THAT(md, Contains("| variant | default (s) | step / 4 (s) | bursts shared (s) | bursts fifo (s) | jitter x 10 (s) | "
+                          "moves by (%) | verdict vs baseline |\n"));
   // fair: 10.513 / 11.123 - 1 = -5.5 %; atlas: 8.394 / 18.254 - 1 = -54.0 %.
-  CHECK_THAT(md, Contains("| fair-k4 | 11.123 | 11.090 | 10.513 | 11.000 | 5.5 | baseline |\n"));
-  CHECK_THAT(md, Contains("| atlas-k4 | 18.254 | 16.525 | 8.394 | 17.000 | 54.0 | **flips** (0.61x by default; "
+  CHECK_THAT(md, Contains("| fair-k4 | 11.123 | 11.090 | 10.513 | 11.000 | n/a | 5.5 | baseline |\n"));
+  CHECK_THAT(md, Contains("| atlas-k4 | 18.254 | 16.525 | 8.394 | 17.000 | 18.000 | 54.0 | **flips** (0.61x by default; "
                           "shared 1.25x) |\n"));
   CHECK_THAT(md, Contains("took 5.50 s of simulation on top of the default runs' 2.20 s"));
 
   // Every knob agrees: the verdict holds, with the range of speedups.
   bench["variants"][1]["sensitivity"]["shared"] = 17.5;
   const auto md2 = sensitivity_markdown(bench);
-  CHECK_THAT(md2, Contains("| atlas-k4 | 18.254 | 16.525 | 17.500 | 17.000 | 9.5 | holds (0.60x to 0.67x) |\n"));
+  CHECK_THAT(md2, Contains("| atlas-k4 | 18.254 | 16.525 | 17.500 | 17.000 | 18.000 | 9.5 | holds (0.60x to 0.67x) |\n"));
+  // The jitter alone moving it most: 15.0 / 18.254 - 1 = -17.8 %.
+  bench["variants"][1]["sensitivity"]["jitter x10"] = 15.0;
+  CHECK_THAT(sensitivity_markdown(bench), Contains("| 17.000 | 15.000 | 17.8 | holds"));
 
   // No sensitivity runs (lab runs, --no-sensitivity): no section.
   for (auto& v : bench["variants"]) v.erase("sensitivity");

@@ -239,3 +239,34 @@ TEST_CASE("bridge: the simulator runs bench's rounds and a prefill load's traini
   CHECK(with.at("runs").at(0).at("iteration_time_s") == with.at("runs").at(1).at("iteration_time_s"));
   CHECK(with.at("repeat").contains("training_slowdown"));
 }
+
+TEST_CASE("bridge: the sensitivity runs' jitter knob is the run with ten times the compute jitter",
+          "[unit][bridge][cli]") {
+  if (!std::filesystem::exists(test::wanlab())) {
+    WARN("no wanlab binary at " << test::wanlab() << " (build the wanlab target): not run");
+    return;
+  }
+  const test::TempDir dir("bridge-sim-jitter");
+  const std::string scenario = std::string(WANLAB_SOURCE_DIR) + "/bench/scenarios/two-dc-1b.json";
+  const auto simulate = [&](const std::string& name, const std::string& flags) {
+    const auto out = dir.path() / name;
+    const auto r = test::run(test::wanlab() + " simulate " + scenario +
+                             " --policies fair --connections 4 --no-placement-baseline --timeline none --quiet " +
+                             flags + " --out " + out.string());
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    return json::parse(test::read_text((out / "bench.json").string()));
+  };
+  const auto knobs = simulate("default", "").at("variants").at(0).at("sensitivity");
+  INFO(knobs.dump());
+  for (const char* k : {"default", "step/4", "shared", "fifo", "jitter x10"}) CHECK(knobs.contains(k));
+  // The same as a run of its own at 0.01 (the default jitter is 0.001).
+  const auto own = simulate("jitter", "--compute-jitter 0.01 --no-sensitivity").at("variants").at(0);
+  CHECK(knobs.at("jitter x10").get<double>() == own.at("summary").at("iteration_time_s").at("mean").get<double>());
+  // No jitter, nothing to grow: no such run, and bench.md says n/a.
+  const auto none = simulate("none", "--compute-jitter 0").at("variants").at(0).at("sensitivity");
+  CHECK_FALSE(none.contains("jitter x10"));
+  CHECK(none.contains("step/4"));
+  const auto md = test::read_text((dir.path() / "none" / "bench.md").string());
+  CHECK(md.find("| jitter x 10 (s) |") != std::string::npos);
+}

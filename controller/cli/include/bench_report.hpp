@@ -139,7 +139,7 @@ std::string markdown(const nlohmann::json& bench);
 
 /// The simulator's knobs a sensitivity run varies (bench.json `sensitivity.knobs`): each
 /// variant's `sensitivity` object holds its mean iteration time under each, "default" first.
-inline constexpr const char* kSensitivityKnobs[] = {"default", "step/4", "shared", "fifo"};
+inline constexpr const char* kSensitivityKnobs[] = {"default", "step/4", "shared", "fifo", "jitter x10"};
 
 /// bench.md's "Model sensitivity" section (empty when no variant has a `sensitivity`
 /// object): per variant its mean iteration time under each knob, how far the knobs move it

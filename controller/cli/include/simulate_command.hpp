@@ -40,7 +40,8 @@ struct SimFlags {
 
 /// The options of a sensitivity run (bench::kSensitivityKnobs): "default" as given,
 /// "step/4" the paced model's step (and long pieces) a quarter as long, "shared" and "fifo"
-/// the other burst models. Only for the paced model (the default); nullopt otherwise.
+/// the other burst models, "jitter x10" the compute jitter ten times as large (at most 0.5;
+/// nullopt without jitter). Only for the paced model (the default); nullopt otherwise.
 std::optional<sim::SimOptions> sensitivity_options(const sim::SimOptions& given, std::string_view knob);
 
 /// Turns the flags into options; throws std::invalid_argument naming the flag and the reason.

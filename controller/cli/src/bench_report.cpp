@@ -377,11 +377,13 @@ std::string sensitivity_markdown(const json& bench) {
   const auto info = bench.value("sensitivity", json::object());
   std::string md =
       "\n## Model sensitivity\n\nHow far each variant's simulated iteration time moves across the simulator's knobs: "
-      "the default, the paced model's step divided by 4 (`--paced-piece`), and the other burst models (`--bursts "
-      "shared`, `--bursts fifo`). `moves by` is the largest change from the default; the verdict (faster or slower "
-      "than the baseline) holds when every knob gives the same one, each against the baseline under the same knob.\n\n";
-  md += "| variant | default (s) | step / 4 (s) | bursts shared (s) | bursts fifo (s) | moves by (%) | verdict vs baseline |\n";
-  md += "| --- | ---: | ---: | ---: | ---: | ---: | --- |\n";
+      "the default, the paced model's step divided by 4 (`--paced-piece`), the other burst models (`--bursts "
+      "shared`, `--bursts fifo`) and the compute jitter times 10 (`--compute-jitter`, at most 0.5). `moves by` is the "
+      "largest change from the default; the verdict (faster or slower than the baseline) holds when every knob gives "
+      "the same one, each against the baseline under the same knob.\n\n";
+  md += "| variant | default (s) | step / 4 (s) | bursts shared (s) | bursts fifo (s) | jitter x 10 (s) | moves by (%) | "
+        "verdict vs baseline |\n";
+  md += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
   for (const auto& v : variants) {
     if (!v.contains("sensitivity") || !v.at("sensitivity").is_object()) continue;
     const auto& s = v.at("sensitivity");

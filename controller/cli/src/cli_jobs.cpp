@@ -65,7 +65,7 @@ void add_sim_flags(CLI::App* cmd, SimFlags& f) {
                   "costs time in proportion; results move with it: two-dc-1b fair-k4 by 6 % at 0.1 ms, 7B across "
                   "three DCs at 10x the WAN rates at 384 GPUs fair-k4 by 4 % at 0.1 ms, at 1,536 GPUs atlas by "
                   "1.3 % (bench/results/2026-12-03-allreduce-tcp.md). bench.md's \"Model sensitivity\" table shows how "
-                  "much yours do (step / 4 and the other burst models)")
+                  "much yours do (step / 4, the other burst models, the compute jitter x 10)")
       ->type_name("DURATION");
   cmd->add_option("--paced-stream", f.paced_stream,
                   "Simulator, --bursts paced, faster: while every message entering a link is past slow start with "
@@ -87,9 +87,10 @@ void add_sim_flags(CLI::App* cmd, SimFlags& f) {
       ->check(CLI::IsMember({"auto", "full", "per-stage", "none"}));
   cmd->add_flag("--no-sensitivity", f.no_sensitivity,
                 "Simulator: leave out the sensitivity runs. By default (--bursts paced) each variant runs again "
-                "with the paced model's step / 4 and under --bursts shared and fifo, and bench.md's \"Model "
-                "sensitivity\" table says how far its iteration time moves and whether its verdict against the "
-                "baseline holds (about 2-6x the default run's time on top; the table's last line says how much)");
+                "with the paced model's step / 4, under --bursts shared and fifo, and with --compute-jitter x 10, and "
+                "bench.md's \"Model sensitivity\" table says how far its iteration time moves and whether its "
+                "verdict against the baseline holds (about 3-7x the default run's time on top; the table's last line "
+                "says how much)");
 }
 
 }  // namespace

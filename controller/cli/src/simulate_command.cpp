@@ -79,6 +79,13 @@ std::optional<sim::SimOptions> sensitivity_options(const sim::SimOptions& given,
     if (o.paced_stream_ns != 0) o.paced_stream_ns = std::max(o.paced_stream_ns / 4, o.paced_piece_ns + 1);
     return o;
   }
+  if (knob == "jitter x10") {
+    // How far the head starts that the jitter gives identical replicas move the result
+    // (two-dc-1b at the 1 ms step: 5 %; bench/results/2026-12-03-stock-pairs.md).
+    if (!(o.compute_jitter > 0)) return std::nullopt;
+    o.compute_jitter = std::min(0.5, 10 * o.compute_jitter);
+    return o;
+  }
   o.paced_stream_ns = 0;
   if (knob == "shared") {
     o.bursts = sim::SimOptions::Bursts::shared;
