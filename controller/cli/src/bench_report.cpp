@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -381,9 +382,18 @@ std::string sensitivity_markdown(const json& bench) {
       "shared`, `--bursts fifo`) and the compute jitter times 10 (`--compute-jitter`, at most 0.5). `moves by` is the "
       "largest change from the default; the verdict (faster or slower than the baseline) holds when every knob gives "
       "the same one, each against the baseline under the same knob.\n\n";
-  md += "| variant | default (s) | step / 4 (s) | bursts shared (s) | bursts fifo (s) | jitter x 10 (s) | moves by (%) | "
-        "verdict vs baseline |\n";
-  md += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+  // One column per knob, in kSensitivityKnobs' order.
+  const auto label = [](std::string_view knob) -> std::string {
+    if (knob == "step/4") return "step / 4";
+    if (knob == "shared" || knob == "fifo") return fmt::format("bursts {}", knob);
+    if (knob == "jitter x10") return "jitter x 10";
+    return std::string(knob);
+  };
+  md += "| variant ";
+  for (const auto* knob : kSensitivityKnobs) md += fmt::format("| {} (s) ", label(knob));
+  md += "| moves by (%) | verdict vs baseline |\n| --- ";
+  for (std::size_t i = 0; i < std::size(kSensitivityKnobs); ++i) md += "| ---: ";
+  md += "| ---: | --- |\n";
   for (const auto& v : variants) {
     if (!v.contains("sensitivity") || !v.at("sensitivity").is_object()) continue;
     const auto& s = v.at("sensitivity");
