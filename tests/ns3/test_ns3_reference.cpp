@@ -169,3 +169,56 @@ TEST_CASE("ns-3 reference: a window grows only while it is used, as Linux's", "[
   CHECK(ns3_cwnd <= 2.5 * static_cast<double>(kBytes));
   CHECK(sim_cwnd == Approx(ns3_cwnd).epsilon(0.25));
 }
+
+TEST_CASE("ns-3 reference: a queue that overflows counts its drops, and TCP recovers", "[ns3]") {
+  // One 20 MB transfer over 1 Gbit/s and 20 ms into a 20-packet queue: slow start overfills
+  // it. The drops were once made by ns-3's traffic-control layer, which drops without a
+  // trace when a device's transmit queue is stopped (flow control), so the reference
+  // counted none; the WAN devices now have no flow control and the queue drops and counts.
+  auto plan = two_dc(1, workload::testing::small_model());
+  constexpr std::uint64_t kBytes = 20'000'000;
+  plan.scenario.iterations = 1;
+  plan.programs[0].ops = {program::Op{program::OpKind::send, 0, 0, 1, kBytes, 0, {}}};
+  plan.programs[1].ops = {program::Op{program::OpKind::recv, 0, 0, 0, kBytes, 0, {}}};
+  for (auto& l : plan.topology.links) l.params.queue = QueueLimit{QueueLimit::Unit::packets, 20};
+  ns3ref::Options o;
+  o.compute_jitter = 0;
+  const auto r = ns3ref::run(plan, o);
+  const auto& q = r.queues.at(0);
+  INFO("drops " << q.drops << ", packets " << q.packets);
+  CHECK(q.queue_packets == 20);
+  CHECK(q.drops > 0);
+  CHECK(q.dropped_bytes >= q.drops * 1500);
+  // What was dropped was sent again: more frames crossed than the payload needs.
+  CHECK(r.run.wan.at(0).wire_bytes > static_cast<double>(kBytes) * 1514.0 / 1448.0);
+  CHECK(r.run.wan.at(0).payload_bytes == Approx(static_cast<double>(kBytes)));
+  REQUIRE(r.recovery.size() == r.run.tcp.size());
+  std::uint64_t recovered = 0;
+  for (const auto& p : r.recovery) recovered += p.recoveries + p.timeouts;
+  CHECK(recovered > 0);
+  // The transfer still ends, later than the wire time.
+  const double t = static_cast<double>(r.run.groups.at(1).iterations.at(0).end_ns) / 1e9;
+  CHECK(t > kBytes * 1514.0 / 1448.0 * 8 / 1e9);
+}
+
+TEST_CASE("ns-3 reference: the retransmission timer is Linux's, at least 200 ms past the smoothed RTT", "[ns3]") {
+  // Linux: srtt + max(4 x mdev, 200 ms). ns-3 3.37: max(200 ms, srtt + 4 x var), about
+  // 200 ms on this 20 ms path, which a queue that fills by 180 ms outruns with nothing lost.
+  auto plan = two_dc(1, workload::testing::small_model());
+  constexpr std::uint64_t kBytes = 20'000'000;
+  plan.scenario.iterations = 1;
+  plan.programs[0].ops = {program::Op{program::OpKind::send, 0, 0, 1, kBytes, 0, {}}};
+  plan.programs[1].ops = {program::Op{program::OpKind::recv, 0, 0, 0, kBytes, 0, {}}};
+  ns3ref::Options o;
+  o.compute_jitter = 0;
+  const auto r = ns3ref::run(plan, o);
+  REQUIRE(r.recovery.size() == r.run.tcp.size());
+  for (std::size_t i = 0; i < r.run.tcp.size(); ++i) {
+    const auto& t = r.run.tcp[i];
+    if (t.src != 0 || t.dst != 1) continue;
+    INFO("srtt " << t.srtt_ns / 1e6 << " ms, rto " << r.recovery[i].rto_ns / 1e6 << " ms");
+    CHECK(t.srtt_ns >= 20e6);
+    CHECK(r.recovery[i].rto_ns >= t.srtt_ns + 195e6);
+    CHECK(r.recovery[i].timeouts == 0);
+  }
+}

@@ -95,19 +95,30 @@ class Ns3Executor final : public BenchExecutor {
                         {"dropped_bytes", q.dropped_bytes}});
     }
     json tcp = json::array();
-    for (const auto& t : r.tcp)
+    std::uint64_t recoveries = 0, timeouts = 0;
+    for (std::size_t i = 0; i < r.tcp.size(); ++i) {
+      const auto& t = r.tcp[i];
+      const auto rec = i < res.recovery.size() ? res.recovery[i] : ns3ref::PairRecovery{};
+      recoveries += rec.recoveries;
+      timeouts += rec.timeouts;
       tcp.push_back({{"src", t.src},
                      {"dst", t.dst},
                      {"connections", t.connections},
                      {"cwnd_bytes", t.cwnd_bytes},
                      {"ssthresh_bytes", std::isfinite(t.ssthresh_bytes) ? json(t.ssthresh_bytes) : json()},
-                     {"srtt_ms", t.srtt_ns / 1e6}});
+                     {"srtt_ms", t.srtt_ns / 1e6},
+                     {"fast_recoveries", rec.recoveries},
+                     {"timeouts", rec.timeouts},
+                     {"rto_ms", rec.rto_ns / 1e6}});
+    }
     summary["ns3"] = {{"wall_s", wall},
                       {"events", res.events},
                       {"connections", res.connections},
                       {"compute_jitter", compute_jitter_},
                       {"tcp_window_bytes", workload::run_tcp_window(scen)},
                       {"queues", queues},
+                      {"fast_recoveries", recoveries},
+                      {"timeouts", timeouts},
                       {"tcp", tcp}};
     fs::create_directories(folder);
     write_text_file(folder / "summary.json", summary.dump(2) + "\n");
@@ -126,9 +137,10 @@ class Ns3Executor final : public BenchExecutor {
     std::uint64_t drops = 0;
     for (const auto& q : res.queues) drops += q.drops;
     fmt::print("{}: iteration time {:.3f} s (p99 {:.3f} s), GPU utilization {:.1f} %, WAN utilization {:.1f} %, {} "
-               "packets dropped ({} GPUs, {} TCP connections, run in ns-3 in {:.1f} s)\n",
+               "packets dropped, {} fast recoveries, {} timeouts ({} GPUs, {} TCP connections, run in ns-3 in {:.1f} s)\n",
                tag, num("/iteration_time_s/mean"), num("/iteration_time_s/p99"), 100 * num("/gpu_utilization/mean"),
-               100 * bench::wan_utilization(summary), drops, plan.workers.size(), res.connections, wall);
+               100 * bench::wan_utilization(summary), drops, recoveries, timeouts, plan.workers.size(), res.connections,
+               wall);
     std::fflush(stdout);
     return summary;
   }

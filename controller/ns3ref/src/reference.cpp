@@ -714,8 +714,12 @@ class Reference {
       e.dst = groups_[pair.second].worker;
       e.connections = static_cast<int>(ids.size());
       double n = 0;
+      PairRecovery rec;
       for (const auto id : ids) {
         const auto c = net_->conn_end(id);
+        rec.recoveries += c.recoveries;
+        rec.timeouts += c.timeouts;
+        rec.rto_ns += c.rto_ns / static_cast<double>(ids.size());
         if (c.cwnd_bytes <= 0) continue;
         e.cwnd_bytes += c.cwnd_bytes;
         e.ssthresh_bytes += c.ssthresh_bytes;
@@ -728,6 +732,7 @@ class Reference {
       if (e.ssthresh_bytes >= 1e9) e.ssthresh_bytes = std::numeric_limits<double>::infinity();
       e.srtt_ns /= n;
       r.tcp.push_back(e);
+      out.recovery.push_back(rec);
     }
     r.stats.transfers = by_transfer_.empty() ? 0 : by_transfer_.size() - 1;
     for (std::size_t i = 0; i < queues_.size(); ++i) {

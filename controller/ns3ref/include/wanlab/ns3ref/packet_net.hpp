@@ -36,6 +36,9 @@ struct ConnEnd {
   double cwnd_bytes = 0;
   double ssthresh_bytes = 0;  // >= 1e9: never set (still in its first slow start)
   double srtt_ns = 0;
+  std::uint64_t recoveries = 0;  // fast recoveries entered (SACK / three duplicate ACKs)
+  std::uint64_t timeouts = 0;    // retransmission timeouts (the window back to one segment)
+  double rto_ns = 0;             // the retransmission timeout at the end
 };
 
 class PacketNet {

@@ -69,12 +69,21 @@ struct LinkQueue {
   std::uint64_t packets = 0;        // packets sent on the link
 };
 
+/// One (sending, receiving) TP group pair's loss recovery over the run, summed over its
+/// connections; aligned with Result::run.tcp.
+struct PairRecovery {
+  std::uint64_t recoveries = 0;  // fast recoveries entered
+  std::uint64_t timeouts = 0;    // retransmission timeouts
+  double rto_ns = 0;             // the retransmission timeout at the end, mean of the connections
+};
+
 struct Result {
   /// As the simulator returns it: per TP group reports, per-link wire and payload bytes
   /// (wire: every byte ns-3 put on the link, headers and ACKs included), the arbiter's
   /// windows, each transfer's first and last byte sent, each pair's TCP state at the end.
   sim::SimResult run;
   std::vector<LinkQueue> queues;  // per topology link
+  std::vector<PairRecovery> recovery;  // per entry of run.tcp
   std::uint64_t events = 0;       // ns-3 events executed
   std::uint64_t connections = 0;  // TCP connections opened
 };
