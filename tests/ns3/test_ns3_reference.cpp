@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "test_workload_fixtures.hpp"
 #include "wanlab/ns3ref/reference.hpp"
@@ -26,6 +27,19 @@ workload::Plan two_dc(int micro_batches, const workload::ModelSpec& model) {
   return workload::build_plan(s, topo);
 }
 
+// One WAN transfer of `bytes` from a to b (two_dc's link), one iteration, no jitter.
+ns3ref::Result one_transfer(std::uint64_t bytes, std::optional<QueueLimit> queue = std::nullopt) {
+  auto plan = two_dc(1, workload::testing::small_model());
+  plan.scenario.iterations = 1;
+  plan.programs[0].ops = {program::Op{program::OpKind::send, 0, 0, 1, bytes, 0, {}}};
+  plan.programs[1].ops = {program::Op{program::OpKind::recv, 0, 0, 0, bytes, 0, {}}};
+  if (queue)
+    for (auto& l : plan.topology.links) l.params.queue = queue;
+  ns3ref::Options o;
+  o.compute_jitter = 0;
+  return ns3ref::run(plan, o);
+}
+
 double iteration_s(const std::vector<program::WorkerReport>& groups, int iteration) {
   std::int64_t start = -1, end = 0;
   for (const auto& g : groups) {
@@ -39,14 +53,8 @@ double iteration_s(const std::vector<program::WorkerReport>& groups, int iterati
 }  // namespace
 
 TEST_CASE("ns-3 reference: one WAN transfer takes size / rate plus its slow start's round trips", "[ns3]") {
-  auto plan = two_dc(1, workload::testing::small_model());
   constexpr std::uint64_t kBytes = 20'000'000;
-  plan.scenario.iterations = 1;
-  plan.programs[0].ops = {program::Op{program::OpKind::send, 0, 0, 1, kBytes, 0, {}}};
-  plan.programs[1].ops = {program::Op{program::OpKind::recv, 0, 0, 0, kBytes, 0, {}}};
-  ns3ref::Options o;
-  o.compute_jitter = 0;
-  const auto r = ns3ref::run(plan, o);
+  const auto r = one_transfer(kBytes);
   const double t = static_cast<double>(r.run.groups.at(1).iterations.at(0).end_ns) / 1e9;
   // On the wire: full frames of 1514 bytes per 1448 of payload at 1 Gbit/s, then 10 ms to
   // arrive; slow start from 10 segments to the 2.5 MB path (BDP) takes about
@@ -175,15 +183,8 @@ TEST_CASE("ns-3 reference: a queue that overflows counts its drops, and TCP reco
   // it. The drops were once made by ns-3's traffic-control layer, which drops without a
   // trace when a device's transmit queue is stopped (flow control), so the reference
   // counted none; the WAN devices now have no flow control and the queue drops and counts.
-  auto plan = two_dc(1, workload::testing::small_model());
   constexpr std::uint64_t kBytes = 20'000'000;
-  plan.scenario.iterations = 1;
-  plan.programs[0].ops = {program::Op{program::OpKind::send, 0, 0, 1, kBytes, 0, {}}};
-  plan.programs[1].ops = {program::Op{program::OpKind::recv, 0, 0, 0, kBytes, 0, {}}};
-  for (auto& l : plan.topology.links) l.params.queue = QueueLimit{QueueLimit::Unit::packets, 20};
-  ns3ref::Options o;
-  o.compute_jitter = 0;
-  const auto r = ns3ref::run(plan, o);
+  const auto r = one_transfer(kBytes, QueueLimit{QueueLimit::Unit::packets, 20});
   const auto& q = r.queues.at(0);
   INFO("drops " << q.drops << ", packets " << q.packets);
   CHECK(q.queue_packets == 20);
@@ -204,14 +205,8 @@ TEST_CASE("ns-3 reference: a queue that overflows counts its drops, and TCP reco
 TEST_CASE("ns-3 reference: the retransmission timer is Linux's, at least 200 ms past the smoothed RTT", "[ns3]") {
   // Linux: srtt + max(4 x mdev, 200 ms). ns-3 3.37: max(200 ms, srtt + 4 x var), about
   // 200 ms on this 20 ms path, which a queue that fills by 180 ms outruns with nothing lost.
-  auto plan = two_dc(1, workload::testing::small_model());
   constexpr std::uint64_t kBytes = 20'000'000;
-  plan.scenario.iterations = 1;
-  plan.programs[0].ops = {program::Op{program::OpKind::send, 0, 0, 1, kBytes, 0, {}}};
-  plan.programs[1].ops = {program::Op{program::OpKind::recv, 0, 0, 0, kBytes, 0, {}}};
-  ns3ref::Options o;
-  o.compute_jitter = 0;
-  const auto r = ns3ref::run(plan, o);
+  const auto r = one_transfer(kBytes);
   REQUIRE(r.recovery.size() == r.run.tcp.size());
   for (std::size_t i = 0; i < r.run.tcp.size(); ++i) {
     const auto& t = r.run.tcp[i];
