@@ -98,7 +98,7 @@ class Ns3Executor final : public BenchExecutor {
     std::uint64_t recoveries = 0, timeouts = 0;
     for (std::size_t i = 0; i < r.tcp.size(); ++i) {
       const auto& t = r.tcp[i];
-      const auto rec = i < res.recovery.size() ? res.recovery[i] : ns3ref::PairRecovery{};
+      const auto& rec = res.recovery.at(i);
       recoveries += rec.recoveries;
       timeouts += rec.timeouts;
       tcp.push_back({{"src", t.src},
